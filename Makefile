@@ -1,0 +1,120 @@
+# unstall - build, test, demo, bench. `make check` and `make demo` work on a
+# fresh machine: they install the missing build dependencies first.
+CUDA_HOME ?= /usr/local/cuda
+CC        ?= gcc
+NVCC      ?= $(CUDA_HOME)/bin/nvcc
+BUILD     ?= build
+
+# uthash is header-only: the system's, or a copy in .deps/include (carried to
+# GPU machines that have no package manager).
+DEPS_INC  := $(wildcard .deps/include)
+CPPFLAGS  += -D_GNU_SOURCE -I$(CUDA_HOME)/include -Ishim/core $(addprefix -I,$(DEPS_INC))
+CFLAGS    ?= -O2 -g
+CFLAGS    += -std=c11 -Wall -Wextra -Werror -fPIC -pthread
+SHIM_CFLAGS := $(CFLAGS) -fvisibility=hidden
+
+CORE_SRC  := $(wildcard shim/core/*.c)
+ENTRY_SRC := $(wildcard shim/entry/*.c)
+CORE_OBJ  := $(CORE_SRC:%.c=$(BUILD)/%.o)
+ENTRY_OBJ := $(ENTRY_SRC:%.c=$(BUILD)/%.o)
+SHIM      := $(BUILD)/libunstall.so
+CORE_LIB  := $(BUILD)/libunstall_core.a
+
+FAKE_SRC  := $(wildcard tests/fakecuda/*.c)
+FAKE_OBJ  := $(FAKE_SRC:%.c=$(BUILD)/%.o)
+FAKE_DIR  := $(BUILD)/fakecuda
+FAKE_LIB  := $(FAKE_DIR)/libcudart.so.13
+
+UNIT_SRC  := $(wildcard tests/unit/test_*.c)
+UNIT_BIN  := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/unit/%)
+FAKE_TEST_SRC := $(wildcard tests/fakecuda/tests/test_*.c)
+FAKE_TEST_BIN := $(FAKE_TEST_SRC:tests/fakecuda/tests/%.c=$(BUILD)/fakecuda/%)
+
+SCN_COMMON := $(filter-out tests/scenarios/case_% tests/scenarios/kernels%,$(wildcard tests/scenarios/*.c))
+SCN_SRC   := $(wildcard tests/scenarios/case_*.c)
+SCN_BIN   := $(SCN_SRC:tests/scenarios/%.c=$(BUILD)/scenarios/%)
+SCN_GPU_BIN := $(SCN_SRC:tests/scenarios/%.c=$(BUILD)/gpu/%)
+SCN_DEPS  := $(SCN_COMMON) $(wildcard tests/scenarios/*.h)
+
+BENCH_SRC := $(wildcard tools/bench/*.c)
+
+.PHONY: all shim fakecuda scenarios check unit demo gpu-test bench deps clean docs
+all: shim fakecuda scenarios
+
+shim: $(SHIM)
+fakecuda: $(FAKE_LIB)
+scenarios: $(SCN_BIN)
+
+# --- build dependencies -------------------------------------------------------
+deps:
+	@sh tools/install-deps.sh
+
+# --- the shim -----------------------------------------------------------------
+$(BUILD)/shim/%.o: shim/%.c $(wildcard shim/core/*.h shim/core/*.def shim/entry/*.h) | deps-checked
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(SHIM_CFLAGS) -c $< -o $@
+
+$(SHIM): $(CORE_OBJ) $(ENTRY_OBJ)
+	$(CC) -shared -o $@ $^ -ldl -pthread -Wl,--no-undefined -Wl,-z,defs
+	@! readelf -d $@ | grep -q 'NEEDED.*libcudart' || (echo "error: $@ must not link libcudart" && rm -f $@ && false)
+
+$(CORE_LIB): $(CORE_OBJ)
+	ar rcs $@ $^
+
+.PHONY: deps-checked
+deps-checked:
+	@test -f /usr/include/uthash.h || test -f .deps/include/uthash.h || sh tools/install-deps.sh
+
+# --- the simulated runtime (tests/fakecuda) -------------------------------------
+$(BUILD)/tests/fakecuda/%.o: tests/fakecuda/%.c $(wildcard tests/fakecuda/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -Itests/fakecuda -c $< -o $@
+
+$(FAKE_LIB): $(FAKE_OBJ) tests/fakecuda/libcudart.map
+	@mkdir -p $(FAKE_DIR)
+	$(CC) -shared -o $@ $(FAKE_OBJ) -Wl,-soname,libcudart.so.13 -Wl,--version-script=tests/fakecuda/libcudart.map -pthread -lm
+	ln -sf libcudart.so.13 $(FAKE_DIR)/libcudart.so
+
+$(BUILD)/fakecuda/test_%: tests/fakecuda/tests/test_%.c $(FAKE_LIB)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -Itests/fakecuda $< -o $@ -L$(FAKE_DIR) -lcudart -lcmocka -pthread -lm -Wl,-rpath,'$$ORIGIN'
+
+# --- unit tests (cmocka, one file per core module) ------------------------------
+$(BUILD)/unit/test_%: tests/unit/test_%.c $(CORE_LIB) $(wildcard tests/unit/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -Itests/unit $< $(wildcard tests/unit/fake_*.c) -o $@ $(CORE_LIB) -lcmocka -ldl -pthread -lm
+
+# --- scenario programs: CI build over the simulated runtime ---------------------
+$(BUILD)/scenarios/case_%: tests/scenarios/case_%.c $(SCN_DEPS) tests/scenarios/kernels_fake.c $(FAKE_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -Itests/scenarios $< $(SCN_COMMON) tests/scenarios/kernels_fake.c -o $@ -L$(FAKE_DIR) -lcudart -pthread -lm
+
+# --- scenario programs: GPU build over the real runtime --------------------------
+$(BUILD)/gpu/kernels.o: tests/scenarios/kernels.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) -O2 -arch=sm_90 -Xcompiler -fPIC -c $< -o $@
+
+$(BUILD)/gpu/case_%: tests/scenarios/case_%.c $(SCN_DEPS) $(BUILD)/gpu/kernels.o
+	$(CC) $(CPPFLAGS) $(CFLAGS) -Itests/scenarios $< $(SCN_COMMON) $(BUILD)/gpu/kernels.o -o $@ -L$(CUDA_HOME)/lib64 -lcudart -lstdc++ -pthread -lm -Wl,-rpath,$(CUDA_HOME)/lib64
+
+# --- tests ------------------------------------------------------------------------
+check: deps
+	@$(MAKE) --no-print-directory all $(CORE_LIB) $(UNIT_BIN) $(FAKE_TEST_BIN)
+	@sh tests/run-all.sh $(BUILD)
+
+unit: $(UNIT_BIN)
+	@for t in $(UNIT_BIN); do $$t || exit 1; done
+
+docs:
+	@python3 tools/gen-docs
+
+demo: deps
+	@sh tools/demo.sh $(BUILD)
+
+gpu-test: shim $(SCN_GPU_BIN)
+	@sh tests/gpu/run.sh $(BUILD)
+
+bench: shim $(SCN_GPU_BIN)
+	@sh tools/bench/run.sh $(BUILD)
+
+clean:
+	rm -rf $(BUILD)

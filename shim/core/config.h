@@ -1,0 +1,76 @@
+/* config.h - the effective configuration, read once from options.def's table.
+ *
+ * Sources, each overriding the one before: the defaults in options.def, the
+ * config file (UNSTALL_CONFIG, a path), the environment (UNSTALL_<NAME>).
+ * A bad value prints one warning naming the key and keeps the value it had;
+ * an unknown UNSTALL_* variable or file key is warned about, naming the close
+ * match. Nothing here ever stops the program. No other module reads getenv. */
+#ifndef UNSTALL_CONFIG_H
+#define UNSTALL_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#define US_CONFIG_STRING_MAX 256
+
+enum us_mode { US_MODE_OFF, US_MODE_REPORT, US_MODE_WARN, US_MODE_STRICT };
+enum us_severity { US_SEVERITY_LOW, US_SEVERITY_MEDIUM, US_SEVERITY_HIGH };
+enum us_strict_action { US_STRICT_ERROR, US_STRICT_ABORT };
+enum us_log_level { US_LOG_ERROR, US_LOG_WARN, US_LOG_INFO, US_LOG_DEBUG };
+
+/* C type of each option type */
+#define US_CTYPE_BOOL bool
+#define US_CTYPE_SIZE size_t
+#define US_CTYPE_UINT unsigned
+#define US_CTYPE_ENUM int /* index into the choices: matches the enums above */
+
+struct us_config {
+#define US_OPTION_FIELD_BOOL(name) bool name;
+#define US_OPTION_FIELD_SIZE(name) size_t name;
+#define US_OPTION_FIELD_UINT(name) unsigned name;
+#define US_OPTION_FIELD_ENUM(name) int name;
+#define US_OPTION_FIELD_STRING(name) char name[US_CONFIG_STRING_MAX];
+#define US_OPTION(name, type, def, range, help) US_OPTION_FIELD_##type(name)
+#include "options.def"
+#undef US_OPTION
+};
+
+enum us_option_type { US_OPT_BOOL, US_OPT_SIZE, US_OPT_UINT, US_OPT_ENUM, US_OPT_STRING };
+enum us_option_source { US_SRC_DEFAULT, US_SRC_FILE, US_SRC_ENV };
+
+/* One row of the table, for parsers, the verbose dump and gen-docs. */
+struct us_option_info {
+    const char *name;
+    enum us_option_type type;
+    const char *default_text;
+    const char *range; /* "min..max", "a|b|c" or "" */
+    const char *help;
+    size_t offset; /* of the field in struct us_config */
+};
+
+extern const struct us_option_info us_options[];
+extern const size_t us_option_count;
+
+/* The process's configuration, loaded on first call (thread-safe). */
+const struct us_config *us_config(void);
+
+/* Where each option's value came from (for the verbose dump). */
+enum us_option_source us_config_source(size_t option_index);
+
+/* Load from explicit sources into *out (tests, and us_config itself).
+ * environ_vars: NULL-terminated "KEY=VALUE" strings (like environ), may be NULL.
+ * file_text: contents of a config file, may be NULL. Warnings go to the log. */
+void us_config_load(struct us_config *out, enum us_option_source *sources,
+                    char *const *environ_vars, const char *file_text, const char *file_name);
+
+/* Pure value parsers: true and *out set on success, false and *out untouched otherwise. */
+bool us_parse_bool(const char *text, bool *out);
+bool us_parse_size(const char *text, size_t *out);              /* 0, 4096, 64k, 8M, 1g, 1t */
+bool us_parse_uint(const char *text, unsigned *out);
+bool us_parse_enum(const char *text, const char *choices, int *out);
+bool us_parse_range(const char *range, size_t *min, size_t *max); /* "64k..1g" */
+
+/* Replace the process configuration (tests). */
+void us_config_set(const struct us_config *cfg);
+
+#endif

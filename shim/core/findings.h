@@ -1,0 +1,65 @@
+/* findings.h - recording what the program did that implicitly synchronizes.
+ *
+ * An entry that detects a rule asks us_findings_wanted() first (false in mode
+ * off: nothing is captured or timed), captures the call site, asks
+ * us_findings_forbidden() before doing the call (strict mode), times the call
+ * and records it. Capturing a site and recording cost a few microseconds and
+ * are paid only when a rule fires, never on the pass-through path.
+ * Findings aggregate per (rule, call site); the report at exit reads them. */
+#ifndef UNSTALL_FINDINGS_H
+#define UNSTALL_FINDINGS_H
+
+#include <cuda_runtime_api.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "copy.h"
+#include "rules.h"
+
+#define US_SITE_MAX_FRAMES 32
+
+/* A call site: the native return addresses, innermost first, with the
+ * shim's own frames removed. Symbolized only when reported. */
+struct us_site {
+    void *frames[US_SITE_MAX_FRAMES];
+    int depth;
+};
+
+struct us_finding {
+    enum us_rule_id rule;
+    const char *api;          /* "cudaMemcpyAsync", ... */
+    size_t bytes;             /* 0 where not a copy */
+    enum us_copy_path path;   /* US_PATH_UNKNOWN where not a copy */
+    int src_device, dst_device; /* -1 where not applicable */
+    cudaStream_t stream;
+    enum us_stream_kind stream_kind;
+    uint64_t start_ns;        /* us_now_ns() when the call began */
+    uint64_t held_ns;         /* how long the call held the caller */
+    bool fixed;               /* the shim rewrote the call */
+};
+
+/* False in mode off: no finding is captured, timed or recorded. */
+bool us_findings_wanted(void);
+
+/* Capture the caller's stack into *site (skips the shim's own frames). */
+void us_site_capture(struct us_site *site);
+
+/* Strict mode: true if this finding must fail the call (severity at or above
+ * strict_severity and not on the allow-list). With strict_action=abort this
+ * prints the finding and aborts instead of returning. */
+bool us_findings_forbidden(enum us_rule_id rule, const struct us_site *site, const char *api);
+
+/* The CUDA error a forbidden call returns. */
+#define US_ERR_FORBIDDEN cudaErrorNotPermitted
+
+/* Record one finding (aggregates; in warn mode prints a line for a new site). */
+void us_findings_record(const struct us_finding *f, const struct us_site *site);
+
+/* A pipeline span for the timeline (tools/unstall-report --trace). */
+void us_findings_span(const char *name, int device, uint64_t start_ns, uint64_t end_ns, size_t bytes);
+
+/* Write the report (text to the log, JSON to option report). Called once at
+ * exit; calls no CUDA function. */
+void us_findings_report(void);
+
+#endif

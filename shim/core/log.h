@@ -1,0 +1,37 @@
+/* log.h - the shim's messages: levels, one destination, bounded output.
+ *
+ * Lines start with "unstall[pid]: ". Destination: option log (stderr or a
+ * path). At most log_max_lines lines are printed; the line that hits the
+ * limit says so. Formatting goes into a stack buffer (no malloc) and output
+ * is one write(2) per line, so logging is safe from any thread. A thread-local
+ * guard drops messages logged while a message is being written. */
+#ifndef UNSTALL_LOG_H
+#define UNSTALL_LOG_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+
+#include "config.h"
+
+void us_log(enum us_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void us_vlog(enum us_log_level level, const char *fmt, va_list ap);
+
+/* Log once per process for a given flag (a static int the caller owns). */
+#define us_log_once(flag, level, ...)                                                    \
+    do {                                                                                  \
+        if (__atomic_exchange_n((flag), 1, __ATOMIC_RELAXED) == 0)                       \
+            us_log((level), __VA_ARGS__);                                                 \
+    } while (0)
+
+/* Write unlimited, unprefixed text (the report at exit). */
+void us_log_raw(const char *text);
+
+/* Tests: capture every line into a callback instead of the destination. */
+typedef void (*us_log_sink)(enum us_log_level level, const char *line, void *arg);
+void us_log_set_sink(us_log_sink sink, void *arg);
+
+/* Expand %p (pid) and %r (RANK, else LOCAL_RANK, else 0) in a path template.
+ * rank_text may be NULL (then "0"). Returns false if it does not fit. */
+bool us_expand_path(const char *templ, const char *rank_text, char *out, unsigned out_size);
+
+#endif

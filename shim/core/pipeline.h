@@ -1,0 +1,21 @@
+/* pipeline.h - the rewrites: pinned, chunked, event-chained copies that keep
+ * every promise of the native call (design.md, "The contract").
+ *
+ * Each returns true when it did the copy (*result is what the call returns:
+ * cudaSuccess or the error a native call would give) and false when it
+ * declined (no pinned memory, no events, capture in progress, anything
+ * uncertain): the caller then makes the native call, and the pipeline has
+ * logged why, once per reason. A pipeline never declines after it started to
+ * issue work. */
+#ifndef UNSTALL_PIPELINE_H
+#define UNSTALL_PIPELINE_H
+
+#include <stdbool.h>
+
+#include "copy.h"
+
+bool us_pipeline_peer(const struct us_copy *c, cudaError_t *result); /* case A */
+bool us_pipeline_h2d(const struct us_copy *c, cudaError_t *result);  /* case B */
+bool us_pipeline_d2h(const struct us_copy *c, cudaError_t *result);  /* case C */
+
+#endif

@@ -1,0 +1,46 @@
+/* policy.c - see policy.h. */
+#include "policy.h"
+
+static void add_rule(struct us_decision *d, enum us_rule_id rule)
+{
+    if (d->rule_count < US_MAX_RULES_PER_CALL)
+        d->rules[d->rule_count++] = rule;
+}
+
+static enum us_action rewrite_for(const struct us_copy *c, const struct us_config *cfg)
+{
+    if (!cfg->fix)
+        return US_ACT_NATIVE;
+    switch (c->path) {
+    case US_PATH_D2D_STAGED:
+        return cfg->fix_peer && c->bytes >= cfg->peer_min_bytes ? US_ACT_PEER : US_ACT_NATIVE;
+    case US_PATH_H2D_PAGEABLE:
+        return cfg->fix_h2d && c->bytes >= cfg->h2d_min_bytes ? US_ACT_H2D : US_ACT_NATIVE;
+    case US_PATH_D2H_PAGEABLE:
+        return cfg->fix_d2h && c->bytes >= cfg->d2h_min_bytes ? US_ACT_D2H : US_ACT_NATIVE;
+    default:
+        return US_ACT_NATIVE;
+    }
+}
+
+void us_policy_decide(const struct us_copy *c, const struct us_config *cfg, bool legacy_with_blocking,
+                      struct us_decision *out)
+{
+    out->action = rewrite_for(c, cfg);
+    out->rule_count = 0;
+    switch (c->path) {
+    case US_PATH_H2D_PAGEABLE: add_rule(out, US_RULE_pageable_h2d); break;
+    case US_PATH_D2H_PAGEABLE: add_rule(out, US_RULE_pageable_d2h); break;
+    case US_PATH_D2D_STAGED: add_rule(out, US_RULE_staged_peer); break;
+    case US_PATH_H2D_PINNED:
+    case US_PATH_D2H_PINNED:
+    case US_PATH_H2H:
+        /* a synchronous copy that touches the host holds the caller */
+        if (us_copy_is_sync(c))
+            add_rule(out, US_RULE_sync_memcpy);
+        break;
+    default: break;
+    }
+    if (legacy_with_blocking)
+        add_rule(out, US_RULE_legacy_stream);
+}

@@ -1,0 +1,85 @@
+/* real.c - resolve the native runtime functions (see real.h).
+ *
+ * Order: dlsym(RTLD_NEXT) finds the runtime that comes after the preload in
+ * the global scope (a program linked against libcudart). A runtime loaded
+ * RTLD_LOCAL by dlopen (Python extension modules) is not in that scope, so the
+ * fallback asks the dynamic linker for an already loaded libcudart.so.13 by
+ * soname (RTLD_NOLOAD: never loads one itself). Resolution is retried until
+ * a runtime is found, then fixed for the life of the process. */
+#include "real.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+static struct us_real_api resolved_api;
+static const struct us_real_api missing_api;
+static const struct us_real_api *_Atomic active_api;
+static pthread_mutex_t resolve_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* sonames tried for the fallback, newest first */
+static const char *const runtime_sonames[] = { "libcudart.so.13", "libcudart.so.12", "libcudart.so" };
+
+static void *runtime_handle(void)
+{
+    for (size_t i = 0; i < sizeof runtime_sonames / sizeof runtime_sonames[0]; i++) {
+        void *h = dlopen(runtime_sonames[i], RTLD_LAZY | RTLD_NOLOAD);
+        if (h != NULL)
+            return h; /* the reference is kept: the runtime stays for the process */
+    }
+    return NULL;
+}
+
+static void *lookup(void *handle, const char *name)
+{
+    void *fn = dlsym(RTLD_NEXT, name);
+    if (fn == NULL && handle != NULL)
+        fn = dlsym(handle, name);
+    return fn;
+}
+
+static bool resolve_all(struct us_real_api *api)
+{
+    void *handle = NULL;
+    if (dlsym(RTLD_NEXT, "cudaGetDevice") == NULL)
+        handle = runtime_handle();
+#define US_REAL(ret, name, params, args) *(void **)&api->name = lookup(handle, #name);
+#include "real_api.def"
+#undef US_REAL
+    /* a runtime without cudaGetDevice is no runtime: try again later */
+    return api->cudaGetDevice != NULL;
+}
+
+const struct us_real_api *us_real(void)
+{
+    const struct us_real_api *api = atomic_load_explicit(&active_api, memory_order_acquire);
+    if (api != NULL)
+        return api;
+    pthread_mutex_lock(&resolve_lock);
+    api = atomic_load_explicit(&active_api, memory_order_acquire);
+    if (api == NULL) {
+        if (resolve_all(&resolved_api)) {
+            atomic_store_explicit(&active_api, &resolved_api, memory_order_release);
+            api = &resolved_api;
+        } else {
+            api = &missing_api; /* all NULL: callers return US_ERR_NO_REAL */
+        }
+    }
+    pthread_mutex_unlock(&resolve_lock);
+    return api;
+}
+
+void us_real_install(const struct us_real_api *api)
+{
+    atomic_store_explicit(&active_api, api, memory_order_release);
+}
+
+const char *us_real_error_name(cudaError_t err)
+{
+    const struct us_real_api *api = us_real();
+    if (api->cudaGetErrorName != NULL)
+        return api->cudaGetErrorName(err);
+    return "cudaError(unknown: no runtime)";
+}

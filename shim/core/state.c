@@ -1,0 +1,39 @@
+/* state.c - process state: configuration loaded once, fork handling. */
+#include "state.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "config.h"
+#include "log.h"
+#include "ptrtable.h"
+
+_Atomic int us_state_bypass = -1;
+_Thread_local int us_state_depth;
+_Atomic int us_state_hooked;
+static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+
+/* CUDA is undefined in a forked child until exec: the child only passes
+ * through. Its copy of the table is dropped so nothing stale is trusted. */
+static void after_fork_in_child(void)
+{
+    atomic_store(&us_state_bypass, 1);
+    us_ptrtable_clear();
+}
+
+static void init_once_body(void)
+{
+    /* depth guards against the config loader's own logging re-entering */
+    us_state_depth++;
+    const struct us_config *cfg = us_config();
+    pthread_atfork(NULL, NULL, after_fork_in_child);
+    us_log(US_LOG_INFO, "loaded (mode %d, fix %d)", cfg->mode, cfg->fix);
+    atomic_store(&us_state_bypass, cfg->disable ? 1 : 0);
+    us_state_depth--;
+}
+
+bool us_state_init_slow(void)
+{
+    pthread_once(&init_once, init_once_body);
+    return atomic_load(&us_state_bypass) != 0;
+}

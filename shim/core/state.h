@@ -1,0 +1,49 @@
+/* state.h - whether the shim acts at all, per process and per thread.
+ *
+ * The shim steps aside (pure pass-through) when disabled by configuration, in
+ * a forked child (CUDA is undefined there until exec), and on a thread that is
+ * already inside the shim (a runtime call that re-enters an exported hook).
+ * us_passthrough() is the first thing every exported hook asks: one
+ * thread-local read and one relaxed atomic read once initialised. */
+#ifndef UNSTALL_STATE_H
+#define UNSTALL_STATE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <time.h>
+
+bool us_state_init_slow(void); /* loads the configuration once; returns "pass through" */
+
+extern _Atomic int us_state_bypass; /* -1 before init, 0 active, 1 pass through */
+extern _Thread_local int us_state_depth;
+
+static inline bool us_passthrough(void)
+{
+    int bypass = __atomic_load_n((int *)&us_state_bypass, __ATOMIC_RELAXED);
+    if (__builtin_expect(bypass < 0, 0))
+        return us_state_init_slow() || us_state_depth > 0;
+    return bypass != 0 || us_state_depth > 0;
+}
+
+/* Bracket the shim's own work on a thread so re-entry passes through. */
+static inline void us_state_enter(void) { us_state_depth++; }
+static inline void us_state_leave(void) { us_state_depth--; }
+
+/* Whether any hook was reached (the report says so when none was: a program
+ * that links the runtime statically is invisible to a runtime-layer preload).
+ * A plain read before the one write keeps the cache line shared. */
+extern _Atomic int us_state_hooked;
+static inline void us_state_note_call(void)
+{
+    if (!__atomic_load_n((int *)&us_state_hooked, __ATOMIC_RELAXED))
+        __atomic_store_n((int *)&us_state_hooked, 1, __ATOMIC_RELAXED);
+}
+
+static inline uint64_t us_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+#endif

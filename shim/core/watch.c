@@ -1,0 +1,70 @@
+/* watch.c - see watch.h. */
+#include "watch.h"
+
+#include "device_state.h"
+#include "real.h"
+#include "state.h"
+
+bool us_watch_begin(struct us_watch *w, enum us_rule_id rule, const char *api)
+{
+    w->active = us_findings_wanted();
+    w->rule = rule;
+    w->api = api;
+    if (!w->active)
+        return true;
+    us_site_capture(&w->site);
+    if (us_findings_forbidden(rule, &w->site, api))
+        return false;
+    w->start_ns = us_now_ns();
+    return true;
+}
+
+void us_watch_end(struct us_watch *w, cudaStream_t stream, enum us_stream_kind kind, int device, size_t bytes)
+{
+    if (!w->active)
+        return;
+    uint64_t end = us_now_ns();
+    struct us_finding f = {
+        .rule = w->rule,
+        .api = w->api,
+        .bytes = bytes,
+        .path = US_PATH_UNKNOWN,
+        .src_device = -1,
+        .dst_device = device,
+        .stream = stream,
+        .stream_kind = kind,
+        .start_ns = w->start_ns,
+        .held_ns = end - w->start_ns,
+        .fixed = false,
+    };
+    us_findings_record(&f, &w->site);
+}
+
+enum us_stream_kind us_stream_kind_of(cudaStream_t stream, bool per_thread)
+{
+    if (stream == NULL)
+        return per_thread ? US_STREAM_PER_THREAD : US_STREAM_LEGACY;
+    if (stream == cudaStreamLegacy)
+        return US_STREAM_LEGACY;
+    if (stream == cudaStreamPerThread)
+        return US_STREAM_PER_THREAD;
+    return US_STREAM_USER;
+}
+
+int us_current_device(void)
+{
+    const struct us_real_api *real = us_real();
+    int device = -1;
+    if (real->cudaGetDevice == NULL || real->cudaGetDevice(&device) != cudaSuccess)
+        return -1;
+    return device;
+}
+
+bool us_legacy_contended(enum us_stream_kind kind)
+{
+    if (kind != US_STREAM_LEGACY)
+        return false;
+    int device = us_current_device();
+    us_device_note_legacy_use(device);
+    return us_device_blocking_streams(device) > 0;
+}

@@ -1,0 +1,95 @@
+/* memcpy.c - exported copy functions. Each builds a struct us_copy and hands
+ * it to us_copy_run (core/copy.c), which classifies, decides, rewrites or
+ * calls the runtime, and records findings. The 2D copies pass through. */
+#include "copy.h"
+#include "export.h"
+
+static cudaError_t run(enum us_copy_api api, void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
+                       cudaStream_t stream)
+{
+    struct us_copy c = {
+        .api = api, .dst = dst, .src = src, .bytes = count, .kind = kind, .stream = stream,
+        .peer_dst_device = -1, .peer_src_device = -1,
+    };
+    return us_copy_run(&c);
+}
+
+US_EXPORT cudaError_t cudaMemcpy(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind)
+{
+    return run(US_API_MEMCPY, dst, src, count, kind, NULL);
+}
+
+US_EXPORT cudaError_t cudaMemcpy_ptds(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind)
+{
+    return run(US_API_MEMCPY_PTDS, dst, src, count, kind, NULL);
+}
+
+US_EXPORT cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
+                                      cudaStream_t stream)
+{
+    return run(US_API_MEMCPY_ASYNC, dst, src, count, kind, stream);
+}
+
+US_EXPORT cudaError_t cudaMemcpyAsync_ptsz(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
+                                           cudaStream_t stream)
+{
+    return run(US_API_MEMCPY_ASYNC_PTSZ, dst, src, count, kind, stream);
+}
+
+static cudaError_t run_peer(enum us_copy_api api, void *dst, int dst_device, const void *src, int src_device,
+                            size_t count, cudaStream_t stream)
+{
+    struct us_copy c = {
+        .api = api, .dst = dst, .src = src, .bytes = count, .kind = cudaMemcpyDeviceToDevice, .stream = stream,
+        .peer_dst_device = dst_device, .peer_src_device = src_device,
+    };
+    return us_copy_run(&c);
+}
+
+US_EXPORT cudaError_t cudaMemcpyPeer(void *dst, int dstDevice, const void *src, int srcDevice, size_t count)
+{
+    return run_peer(US_API_MEMCPY_PEER, dst, dstDevice, src, srcDevice, count, NULL);
+}
+
+US_EXPORT cudaError_t cudaMemcpyPeerAsync(void *dst, int dstDevice, const void *src, int srcDevice, size_t count,
+                                          cudaStream_t stream)
+{
+    return run_peer(US_API_MEMCPY_PEER_ASYNC, dst, dstDevice, src, srcDevice, count, stream);
+}
+
+/* 2D copies: passed through unchanged (a later capability). */
+US_EXPORT cudaError_t cudaMemcpy2D(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+                                   size_t height, enum cudaMemcpyKind kind)
+{
+    const struct us_real_api *real = us_real();
+    if (real->cudaMemcpy2D == NULL)
+        return US_ERR_NO_REAL;
+    return real->cudaMemcpy2D(dst, dpitch, src, spitch, width, height, kind);
+}
+
+US_EXPORT cudaError_t cudaMemcpy2D_ptds(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+                                        size_t height, enum cudaMemcpyKind kind)
+{
+    const struct us_real_api *real = us_real();
+    if (real->cudaMemcpy2D_ptds == NULL)
+        return US_ERR_NO_REAL;
+    return real->cudaMemcpy2D_ptds(dst, dpitch, src, spitch, width, height, kind);
+}
+
+US_EXPORT cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+                                        size_t height, enum cudaMemcpyKind kind, cudaStream_t stream)
+{
+    const struct us_real_api *real = us_real();
+    if (real->cudaMemcpy2DAsync == NULL)
+        return US_ERR_NO_REAL;
+    return real->cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, height, kind, stream);
+}
+
+US_EXPORT cudaError_t cudaMemcpy2DAsync_ptsz(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+                                             size_t height, enum cudaMemcpyKind kind, cudaStream_t stream)
+{
+    const struct us_real_api *real = us_real();
+    if (real->cudaMemcpy2DAsync_ptsz == NULL)
+        return US_ERR_NO_REAL;
+    return real->cudaMemcpy2DAsync_ptsz(dst, dpitch, src, spitch, width, height, kind, stream);
+}

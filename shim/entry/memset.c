@@ -1,0 +1,59 @@
+/* memset.c - exported memset functions. The synchronous cudaMemset is a
+ * finding (sync_memset); cudaMemsetAsync on a contended legacy stream is one
+ * too (legacy_stream). Both run natively. */
+#include "export.h"
+
+static cudaError_t memset_sync(cudaError_t (*real_fn)(void *, int, size_t), const char *api, bool per_thread,
+                               void *ptr, int value, size_t count)
+{
+    if (real_fn == NULL)
+        return US_ERR_NO_REAL;
+    if (us_passthrough())
+        return real_fn(ptr, value, count);
+    us_state_note_call();
+    struct us_watch w;
+    if (!us_watch_begin(&w, US_RULE_sync_memset, api))
+        return US_ERR_FORBIDDEN;
+    cudaError_t err = real_fn(ptr, value, count);
+    us_watch_end(&w, NULL, per_thread ? US_STREAM_PER_THREAD : US_STREAM_LEGACY, us_current_device(), count);
+    return err;
+}
+
+US_EXPORT cudaError_t cudaMemset(void *devPtr, int value, size_t count)
+{
+    return memset_sync(us_real()->cudaMemset, "cudaMemset", false, devPtr, value, count);
+}
+
+US_EXPORT cudaError_t cudaMemset_ptds(void *devPtr, int value, size_t count)
+{
+    return memset_sync(us_real()->cudaMemset_ptds, "cudaMemset_ptds", true, devPtr, value, count);
+}
+
+static cudaError_t memset_async(cudaError_t (*real_fn)(void *, int, size_t, cudaStream_t), const char *api,
+                                bool per_thread, void *ptr, int value, size_t count, cudaStream_t stream)
+{
+    if (real_fn == NULL)
+        return US_ERR_NO_REAL;
+    if (us_passthrough())
+        return real_fn(ptr, value, count, stream);
+    us_state_note_call();
+    enum us_stream_kind kind = us_stream_kind_of(stream, per_thread);
+    if (!us_legacy_contended(kind))
+        return real_fn(ptr, value, count, stream);
+    struct us_watch w;
+    if (!us_watch_begin(&w, US_RULE_legacy_stream, api))
+        return US_ERR_FORBIDDEN;
+    cudaError_t err = real_fn(ptr, value, count, stream);
+    us_watch_end(&w, stream, kind, us_current_device(), count);
+    return err;
+}
+
+US_EXPORT cudaError_t cudaMemsetAsync(void *devPtr, int value, size_t count, cudaStream_t stream)
+{
+    return memset_async(us_real()->cudaMemsetAsync, "cudaMemsetAsync", false, devPtr, value, count, stream);
+}
+
+US_EXPORT cudaError_t cudaMemsetAsync_ptsz(void *devPtr, int value, size_t count, cudaStream_t stream)
+{
+    return memset_async(us_real()->cudaMemsetAsync_ptsz, "cudaMemsetAsync_ptsz", true, devPtr, value, count, stream);
+}

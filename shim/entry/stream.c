@@ -1,0 +1,134 @@
+/* stream.c - exported stream functions. Creation and destruction keep the
+ * per-device count of blocking streams (core/device_state.c) that the
+ * legacy-stream rule needs; synchronization is a finding (explicit_sync)
+ * with the time actually waited. */
+#include "device_state.h"
+#include "export.h"
+
+static int stream_device(cudaStream_t stream)
+{
+    const struct us_real_api *real = us_real();
+    int device = -1;
+    if (real->cudaStreamGetDevice == NULL || real->cudaStreamGetDevice(stream, &device) != cudaSuccess)
+        return -1;
+    return device;
+}
+
+static bool is_blocking(unsigned flags) { return (flags & cudaStreamNonBlocking) == 0; }
+
+/* After a successful creation: count it, and report a blocking stream made
+ * while the device's legacy stream is in use. */
+static void note_created(cudaStream_t stream, unsigned flags)
+{
+    us_state_note_call();
+    int device = stream_device(stream);
+    us_device_note_stream_created(device, is_blocking(flags));
+    if (is_blocking(flags) && us_device_legacy_used(device)) {
+        struct us_watch w;
+        if (us_watch_begin(&w, US_RULE_blocking_stream, "cudaStreamCreate"))
+            us_watch_end(&w, stream, US_STREAM_USER, device, 0);
+    }
+}
+
+US_EXPORT cudaError_t cudaStreamCreate(cudaStream_t *pStream)
+{
+    const struct us_real_api *real = us_real();
+    if (real->cudaStreamCreate == NULL)
+        return US_ERR_NO_REAL;
+    cudaError_t err = real->cudaStreamCreate(pStream);
+    if (err == cudaSuccess && !us_passthrough())
+        note_created(*pStream, cudaStreamDefault);
+    return err;
+}
+
+US_EXPORT cudaError_t cudaStreamCreateWithFlags(cudaStream_t *pStream, unsigned int flags)
+{
+    const struct us_real_api *real = us_real();
+    if (real->cudaStreamCreateWithFlags == NULL)
+        return US_ERR_NO_REAL;
+    cudaError_t err = real->cudaStreamCreateWithFlags(pStream, flags);
+    if (err == cudaSuccess && !us_passthrough())
+        note_created(*pStream, flags);
+    return err;
+}
+
+US_EXPORT cudaError_t cudaStreamCreateWithPriority(cudaStream_t *pStream, unsigned int flags, int priority)
+{
+    const struct us_real_api *real = us_real();
+    if (real->cudaStreamCreateWithPriority == NULL)
+        return US_ERR_NO_REAL;
+    cudaError_t err = real->cudaStreamCreateWithPriority(pStream, flags, priority);
+    if (err == cudaSuccess && !us_passthrough())
+        note_created(*pStream, flags);
+    return err;
+}
+
+US_EXPORT cudaError_t cudaStreamDestroy(cudaStream_t stream)
+{
+    const struct us_real_api *real = us_real();
+    if (real->cudaStreamDestroy == NULL)
+        return US_ERR_NO_REAL;
+    if (us_passthrough())
+        return real->cudaStreamDestroy(stream);
+    unsigned flags = cudaStreamNonBlocking; /* unknown: assume it was not counted */
+    if (real->cudaStreamGetFlags != NULL)
+        real->cudaStreamGetFlags(stream, &flags);
+    int device = stream_device(stream);
+    cudaError_t err = real->cudaStreamDestroy(stream);
+    if (err == cudaSuccess)
+        us_device_note_stream_destroyed(device, is_blocking(flags));
+    return err;
+}
+
+static cudaError_t stream_sync(cudaError_t (*real_fn)(cudaStream_t), const char *api, bool per_thread,
+                               cudaStream_t stream)
+{
+    if (real_fn == NULL)
+        return US_ERR_NO_REAL;
+    if (us_passthrough())
+        return real_fn(stream);
+    us_state_note_call();
+    struct us_watch w;
+    if (!us_watch_begin(&w, US_RULE_explicit_sync, api))
+        return US_ERR_FORBIDDEN;
+    cudaError_t err = real_fn(stream);
+    us_watch_end(&w, stream, us_stream_kind_of(stream, per_thread), -1, 0);
+    return err;
+}
+
+US_EXPORT cudaError_t cudaStreamSynchronize(cudaStream_t stream)
+{
+    return stream_sync(us_real()->cudaStreamSynchronize, "cudaStreamSynchronize", false, stream);
+}
+
+US_EXPORT cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t stream)
+{
+    return stream_sync(us_real()->cudaStreamSynchronize_ptsz, "cudaStreamSynchronize_ptsz", true, stream);
+}
+
+/* Queries and cross-stream waits pass through: they observe the shim's
+ * rewritten copies because those are ordered into the program's stream. */
+US_EXPORT cudaError_t cudaStreamQuery(cudaStream_t stream)
+{
+    const struct us_real_api *real = us_real();
+    return real->cudaStreamQuery != NULL ? real->cudaStreamQuery(stream) : US_ERR_NO_REAL;
+}
+
+US_EXPORT cudaError_t cudaStreamQuery_ptsz(cudaStream_t stream)
+{
+    const struct us_real_api *real = us_real();
+    return real->cudaStreamQuery_ptsz != NULL ? real->cudaStreamQuery_ptsz(stream) : US_ERR_NO_REAL;
+}
+
+US_EXPORT cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags)
+{
+    const struct us_real_api *real = us_real();
+    return real->cudaStreamWaitEvent != NULL ? real->cudaStreamWaitEvent(stream, event, flags) : US_ERR_NO_REAL;
+}
+
+US_EXPORT cudaError_t cudaStreamWaitEvent_ptsz(cudaStream_t stream, cudaEvent_t event, unsigned int flags)
+{
+    const struct us_real_api *real = us_real();
+    return real->cudaStreamWaitEvent_ptsz != NULL ? real->cudaStreamWaitEvent_ptsz(stream, event, flags)
+                                                  : US_ERR_NO_REAL;
+}

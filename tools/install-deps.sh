@@ -1,0 +1,17 @@
+#!/bin/sh
+# Install what the build needs and the machine lacks: uthash (header only) and
+# cmocka (tests). apt-get on Debian/Ubuntu; elsewhere, say what is missing.
+missing=""
+[ -f /usr/include/uthash.h ] || [ -f .deps/include/uthash.h ] || missing="$missing uthash-dev"
+[ -f /usr/include/cmocka.h ] || missing="$missing libcmocka-dev"
+[ -n "$missing" ] || exit 0
+if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+    echo "install-deps: apt-get install$missing"
+    apt-get update -qq >/dev/null && apt-get install -y -qq $missing >/dev/null || {
+        echo "install-deps: apt-get failed for:$missing" >&2; exit 1; }
+elif command -v apt-get >/dev/null 2>&1 && command -v sudo >/dev/null 2>&1; then
+    sudo apt-get update -qq >/dev/null && sudo apt-get install -y -qq $missing >/dev/null
+else
+    echo "install-deps: please install:$missing (uthash.h may also go in .deps/include/)" >&2
+    exit 1
+fi
