@@ -5,6 +5,7 @@
 #include <stdatomic.h>
 
 #include "config.h"
+#include "findings.h"
 #include "log.h"
 #include "ptrtable.h"
 
@@ -36,4 +37,16 @@ bool us_state_init_slow(void)
 {
     pthread_once(&init_once, init_once_body);
     return atomic_load(&us_state_bypass) != 0;
+}
+
+/* The report at exit. Calls no CUDA function: the runtime may already be
+ * unloading (contract 8). Nothing to report when the shim never started, was
+ * disabled, or this is a forked child. */
+__attribute__((destructor)) static void report_at_exit(void)
+{
+    if (atomic_load(&us_state_bypass) != 0)
+        return;
+    us_state_depth++;
+    us_findings_report();
+    us_state_depth--;
 }

@@ -1,0 +1,44 @@
+#!/bin/sh
+# Runs every test suite that needs no GPU and prints one closing line
+# "check: N passed, M failed" (test cases, summed over the suites).
+# Usage: tests/run-all.sh BUILD_DIR
+build=${1:-build}
+passed=0
+failed=0
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+
+# add the counts a suite printed; a suite that failed without printing a
+# count still counts as one failure
+tally() { # name, exit code
+    name=$1 rc=$2
+    p=$(sed -n 's/.*\[  PASSED  \] \([0-9]*\) test.*/\1/p; s/^[a-z-]*: \([0-9]*\) passed, [0-9]* failed$/\1/p; s/^Ran \([0-9]*\) tests\{0,1\} in.*/\1/p' "$log" | tail -1)
+    f=$(sed -n 's/.*\[  FAILED  \] \([0-9]*\) test.*/\1/p; s/^[a-z-]*: [0-9]* passed, \([0-9]*\) failed$/\1/p; s/^FAILED (.*failures=\([0-9]*\).*/\1/p' "$log" | tail -1)
+    p=${p:-0} f=${f:-0}
+    case "$(sed -n 's/^Ran \([0-9]*\) tests\{0,1\} in.*/\1/p' "$log")" in
+        ?*) p=$((p - f)) ;; # unittest's "Ran" counts failures too
+    esac
+    [ "$rc" -ne 0 ] && [ "$f" -eq 0 ] && f=1
+    passed=$((passed + p))
+    failed=$((failed + f))
+    [ "$rc" -eq 0 ] && echo "ok    $name ($p)" || { echo "FAIL  $name"; cat "$log"; }
+}
+
+suite() { # name, command...
+    name=$1; shift
+    "$@" >"$log" 2>&1
+    tally "$name" $?
+}
+
+for t in "$build"/unit/test_* "$build"/fakecuda/test_*; do
+    [ -x "$t" ] || continue
+    suite "$(basename "$t")" "$t"
+done
+suite gen-docs-check python3 tools/gen-docs --check
+[ -d tests/report ] && suite unstall-report python3 -m unittest discover -s tests/report
+[ -x tests/pipelines/run.sh ] && suite pipelines sh tests/pipelines/run.sh "$build"
+[ -x tests/scenarios/run.sh ] && suite scenarios sh tests/scenarios/run.sh "$build"
+[ -x tests/shim/run.sh ] && suite shim sh tests/shim/run.sh "$build"
+
+echo "check: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
