@@ -1,6 +1,7 @@
 /* state.c - process state: configuration loaded once, fork handling. */
 #include "state.h"
 
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdatomic.h>
 
@@ -44,7 +45,18 @@ bool us_state_init_slow(void)
  * disabled, or this is a forked child. */
 __attribute__((destructor)) static void report_at_exit(void)
 {
-    if (atomic_load(&us_state_bypass) != 0)
+    int bypass = atomic_load(&us_state_bypass);
+    if (bypass < 0) {
+        /* No hook was reached. Stay silent in the many processes that are not
+         * CUDA programs (children inherit LD_PRELOAD), but speak up where the
+         * driver is loaded: the program used CUDA without the shim seeing it. */
+        void *driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+        if (driver == NULL)
+            return;
+        dlclose(driver);
+        bypass = us_state_init_slow() ? 1 : 0;
+    }
+    if (bypass != 0)
         return;
     us_state_depth++;
     us_findings_report();
