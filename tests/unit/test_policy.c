@@ -1,0 +1,133 @@
+/* test_policy.c - which rules a classified copy triggers and which pipeline
+ * rewrites it, for every path, threshold and fix switch. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <string.h>
+
+#include "policy.h"
+
+static struct us_config default_config(void)
+{
+    struct us_config cfg;
+    us_config_load(&cfg, NULL, NULL, NULL, NULL);
+    return cfg;
+}
+
+static struct us_copy copy_of(enum us_copy_path path, enum us_copy_api api, size_t bytes)
+{
+    struct us_copy c = { .api = api, .bytes = bytes, .path = path, .peer_dst_device = -1, .peer_src_device = -1 };
+    return c;
+}
+
+static void test_policy_pageable_h2d_rewritten_above_threshold(void **state)
+{
+    (void)state;
+    struct us_config cfg = default_config();
+    struct us_copy c = copy_of(US_PATH_H2D_PAGEABLE, US_API_MEMCPY_ASYNC, cfg.h2d_min_bytes);
+    struct us_decision d;
+    us_policy_decide(&c, &cfg, false, &d);
+    assert_int_equal(d.action, US_ACT_H2D);
+    assert_int_equal(d.rule_count, 1);
+    assert_int_equal(d.rules[0], US_RULE_pageable_h2d);
+
+    c.bytes = cfg.h2d_min_bytes - 1;
+    us_policy_decide(&c, &cfg, false, &d);
+    assert_int_equal(d.action, US_ACT_NATIVE);
+    assert_int_equal(d.rules[0], US_RULE_pageable_h2d); /* still a finding below the threshold */
+}
+
+static void test_policy_each_path_maps_to_its_rule_and_pipeline(void **state)
+{
+    (void)state;
+    struct us_config cfg = default_config();
+    const struct {
+        enum us_copy_path path;
+        enum us_action action;
+        int rule; /* -1: none */
+    } rows[] = {
+        { US_PATH_D2H_PAGEABLE, US_ACT_D2H, US_RULE_pageable_d2h },
+        { US_PATH_D2D_STAGED, US_ACT_PEER, US_RULE_staged_peer },
+        { US_PATH_H2D_PINNED, US_ACT_NATIVE, -1 },
+        { US_PATH_D2H_PINNED, US_ACT_NATIVE, -1 },
+        { US_PATH_D2D_SAME, US_ACT_NATIVE, -1 },
+        { US_PATH_D2D_PEER, US_ACT_NATIVE, -1 },
+        { US_PATH_UNKNOWN, US_ACT_NATIVE, -1 },
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        struct us_copy c = copy_of(rows[i].path, US_API_MEMCPY_ASYNC, 64u << 20);
+        struct us_decision d;
+        us_policy_decide(&c, &cfg, false, &d);
+        assert_int_equal(d.action, rows[i].action);
+        assert_int_equal(d.rule_count, rows[i].rule < 0 ? 0 : 1);
+        if (rows[i].rule >= 0)
+            assert_int_equal(d.rules[0], rows[i].rule);
+    }
+}
+
+static void test_policy_sync_copy_of_pinned_memory_is_sync_memcpy(void **state)
+{
+    (void)state;
+    struct us_config cfg = default_config();
+    struct us_copy c = copy_of(US_PATH_H2D_PINNED, US_API_MEMCPY, 4096);
+    struct us_decision d;
+    us_policy_decide(&c, &cfg, false, &d);
+    assert_int_equal(d.rule_count, 1);
+    assert_int_equal(d.rules[0], US_RULE_sync_memcpy);
+    c.path = US_PATH_D2D_SAME; /* device to device: cudaMemcpy does not hold the host */
+    us_policy_decide(&c, &cfg, false, &d);
+    assert_int_equal(d.rule_count, 0);
+}
+
+static void test_policy_legacy_stream_adds_a_rule(void **state)
+{
+    (void)state;
+    struct us_config cfg = default_config();
+    struct us_copy c = copy_of(US_PATH_D2H_PAGEABLE, US_API_MEMCPY_ASYNC, 1u << 20);
+    struct us_decision d;
+    us_policy_decide(&c, &cfg, true, &d);
+    assert_int_equal(d.rule_count, 2);
+    assert_int_equal(d.rules[0], US_RULE_pageable_d2h);
+    assert_int_equal(d.rules[1], US_RULE_legacy_stream);
+}
+
+static void test_policy_fix_switches_turn_rewrites_off(void **state)
+{
+    (void)state;
+    struct us_config cfg = default_config();
+    struct us_copy peer = copy_of(US_PATH_D2D_STAGED, US_API_MEMCPY_PEER_ASYNC, 64u << 20);
+    struct us_copy d2h = copy_of(US_PATH_D2H_PAGEABLE, US_API_MEMCPY_ASYNC, 64u << 20);
+    struct us_decision d;
+
+    cfg.fix_peer = false;
+    us_policy_decide(&peer, &cfg, false, &d);
+    assert_int_equal(d.action, US_ACT_NATIVE);
+    us_policy_decide(&d2h, &cfg, false, &d);
+    assert_int_equal(d.action, US_ACT_D2H);
+
+    cfg = default_config();
+    cfg.fix = false;
+    us_policy_decide(&d2h, &cfg, false, &d);
+    assert_int_equal(d.action, US_ACT_NATIVE);
+    assert_int_equal(d.rule_count, 1); /* observed, not fixed */
+
+    cfg = default_config();
+    cfg.peer_min_bytes = (64u << 20) + 1;
+    us_policy_decide(&peer, &cfg, false, &d);
+    assert_int_equal(d.action, US_ACT_NATIVE);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_policy_pageable_h2d_rewritten_above_threshold),
+        cmocka_unit_test(test_policy_each_path_maps_to_its_rule_and_pipeline),
+        cmocka_unit_test(test_policy_sync_copy_of_pinned_memory_is_sync_memcpy),
+        cmocka_unit_test(test_policy_legacy_stream_adds_a_rule),
+        cmocka_unit_test(test_policy_fix_switches_turn_rewrites_off),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
