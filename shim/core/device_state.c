@@ -9,6 +9,7 @@
 static _Atomic uint64_t peer_enabled[US_MAX_DEVICES]; /* bit p of [d]: d -> p */
 static _Atomic int blocking_streams[US_MAX_DEVICES];
 static _Atomic int legacy_used[US_MAX_DEVICES];
+static _Atomic int blocking_streams_total; /* lets the common case skip the device lookup */
 
 static bool valid(int device) { return device >= 0 && device < US_MAX_DEVICES; }
 
@@ -33,19 +34,30 @@ bool us_device_peer_enabled(int a, int b)
 
 void us_device_note_stream_created(int device, bool blocking)
 {
-    if (valid(device) && blocking)
+    if (valid(device) && blocking) {
         atomic_fetch_add(&blocking_streams[device], 1);
+        atomic_fetch_add(&blocking_streams_total, 1);
+    }
 }
 
 void us_device_note_stream_destroyed(int device, bool blocking)
 {
-    if (valid(device) && blocking && atomic_fetch_sub(&blocking_streams[device], 1) <= 0)
+    if (!valid(device) || !blocking)
+        return;
+    if (atomic_fetch_sub(&blocking_streams[device], 1) <= 0)
         atomic_store(&blocking_streams[device], 0); /* a stream created before us */
+    if (atomic_fetch_sub(&blocking_streams_total, 1) <= 0)
+        atomic_store(&blocking_streams_total, 0);
 }
 
 int us_device_blocking_streams(int device)
 {
     return valid(device) ? atomic_load_explicit(&blocking_streams[device], memory_order_relaxed) : 0;
+}
+
+bool us_device_any_blocking_streams(void)
+{
+    return atomic_load_explicit(&blocking_streams_total, memory_order_relaxed) > 0;
 }
 
 bool us_device_note_legacy_use(int device)
@@ -67,4 +79,5 @@ void us_device_state_reset(void)
         atomic_store(&blocking_streams[d], 0);
         atomic_store(&legacy_used[d], 0);
     }
+    atomic_store(&blocking_streams_total, 0);
 }

@@ -19,6 +19,7 @@ bool us_device_peer_enabled(int a, int b);
 void us_device_note_stream_created(int device, bool blocking);
 void us_device_note_stream_destroyed(int device, bool blocking);
 int us_device_blocking_streams(int device);
+bool us_device_any_blocking_streams(void); /* on any device: one atomic read */
 
 /* Returns true the first time the legacy stream is used on the device. */
 bool us_device_note_legacy_use(int device);
