@@ -18,12 +18,8 @@ enum us_severity { US_SEVERITY_LOW, US_SEVERITY_MEDIUM, US_SEVERITY_HIGH };
 enum us_strict_action { US_STRICT_ERROR, US_STRICT_ABORT };
 enum us_log_level { US_LOG_ERROR, US_LOG_WARN, US_LOG_INFO, US_LOG_DEBUG };
 
-/* C type of each option type */
-#define US_CTYPE_BOOL bool
-#define US_CTYPE_SIZE size_t
-#define US_CTYPE_UINT unsigned
-#define US_CTYPE_ENUM int /* index into the choices: matches the enums above */
-
+/* One field per option; an ENUM is an int, the index of its value among the
+ * choices, so the choices in options.def list the enums above in order. */
 struct us_config {
 #define US_OPTION_FIELD_BOOL(name) bool name;
 #define US_OPTION_FIELD_SIZE(name) size_t name;
@@ -51,8 +47,19 @@ struct us_option_info {
 extern const struct us_option_info us_options[];
 extern const size_t us_option_count;
 
-/* The process's configuration, loaded on first call (thread-safe). */
+/* The process's configuration, loaded on first call (thread-safe). With
+ * option verbose, the first caller after the load logs every option's value
+ * and source at level info. */
 const struct us_config *us_config(void);
+
+/* True on the thread that is loading the process configuration, while it
+ * loads. The log asks this before us_config(): a warning printed by the loader
+ * must not wait for the load it is part of (it goes to stderr instead). */
+bool us_config_loading(void);
+
+/* The process's rank for %r in paths: RANK, else LOCAL_RANK, from the
+ * environment when it is a decimal number; NULL if neither is. */
+const char *us_config_rank(void);
 
 /* Where each option's value came from (for the verbose dump). */
 enum us_option_source us_config_source(size_t option_index);
@@ -70,7 +77,8 @@ bool us_parse_uint(const char *text, unsigned *out);
 bool us_parse_enum(const char *text, const char *choices, int *out);
 bool us_parse_range(const char *range, size_t *min, size_t *max); /* "64k..1g" */
 
-/* Replace the process configuration (tests). */
+/* Replace the process configuration (tests). Loads it first, so that a later
+ * first call to us_config() cannot overwrite what was set. */
 void us_config_set(const struct us_config *cfg);
 
 #endif
