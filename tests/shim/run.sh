@@ -1,0 +1,84 @@
+#!/bin/sh
+# Preload tests of libunstall.so over the simulated runtime: how the library
+# is built and exported, and how it loads into programs that bind the
+# runtime's versioned names, that load it RTLD_LOCAL, or whose runtime lacks
+# functions. Usage: tests/shim/run.sh BUILD_DIR
+build=$(cd "${1:-build}" && pwd)
+here=$(cd "$(dirname "$0")" && pwd)
+cuda=${CUDA_HOME:-/usr/local/cuda}
+shim=$build/libunstall.so
+fake=$build/fakecuda
+work=$build/shim-tests
+mkdir -p "$work"
+passed=0 failed=0
+pass() { echo "PASS $1"; passed=$((passed + 1)); }
+fail() { echo "FAIL $1: $2"; failed=$((failed + 1)); }
+cc_prog() { # out, sources and flags...
+    out=$1; shift
+    ${CC:-gcc} -std=c11 -D_GNU_SOURCE -O1 -g -Wall -Wextra -Werror -I"$cuda/include" -o "$out" "$@" || exit 1
+}
+
+cc_prog "$work/prog_copies" "$here/prog_copies.c" -L"$fake" -lcudart
+mkdir -p "$work/mini"
+cc_prog "$work/mini/libcudart.so.13" -shared -fPIC "$here/mini_runtime.c" -Wl,-soname,libcudart.so.13 \
+    -Wl,--version-script="$here/../fakecuda/libcudart.map"
+ln -sf libcudart.so.13 "$work/mini/libcudart.so"
+cc_prog "$work/prog_mini" "$here/prog_mini.c" -L"$work/mini" -lcudart -ldl
+cc_prog "$work/lib_user.so" -shared -fPIC "$here/lib_user.c" -L"$fake" -lcudart
+cc_prog "$work/prog_dlopen" "$here/prog_dlopen.c" -ldl
+
+run_fake() { LD_LIBRARY_PATH="$fake" "$@"; }
+with_shim() { LD_LIBRARY_PATH="$fake" LD_PRELOAD="$shim" "$@"; }
+
+# --- how the library is built -------------------------------------------------
+if readelf -d "$shim" | grep -q 'NEEDED.*libcudart'; then fail no_libcudart_needed "readelf lists libcudart"
+else pass no_libcudart_needed; fi
+
+others=$(nm -D --defined-only "$shim" | awk '{print $3}' | grep -v -e '^cuda' -e '^_init$' -e '^_fini$')
+if [ -n "$others" ]; then fail exports_only_cuda_api "also exports: $(echo $others | head -c 200)"
+else pass exports_only_cuda_api; fi
+
+# A version node of another name than libcudart.so.13 would make programs
+# bound to cudaMemcpyAsync@libcudart.so.13 skip the shim silently.
+if readelf -V "$shim" | grep -q 'Version definition'; then fail exports_unversioned "the library defines a version node"
+else pass exports_unversioned; fi
+
+# --- loading into programs ----------------------------------------------------
+if run_fake "$work/prog_copies" >/dev/null; then pass native_program_runs
+else fail native_program_runs "prog_copies fails without the shim"; fi
+
+out=$(UNSTALL_LOG_LEVEL=info with_shim "$work/prog_copies" 2>&1)
+case "$out" in
+    *"loaded"*"prog_copies: ok"*) pass interposes_versioned_names ;;
+    *) fail interposes_versioned_names "no hook ran or data differs: $out" ;;
+esac
+
+out=$(UNSTALL_DISABLE=1 UNSTALL_LOG_LEVEL=debug with_shim "$work/prog_copies" 2>&1)
+case "$out" in
+    *unstall*) fail disable_is_pure_pass_through "the shim spoke: $out" ;;
+    *"prog_copies: ok"*) pass disable_is_pure_pass_through ;;
+    *) fail disable_is_pure_pass_through "$out" ;;
+esac
+
+out=$(UNSTALL_CHUNK_BYTES=8x with_shim "$work/prog_copies" 2>&1)
+n=$(printf '%s\n' "$out" | grep -c 'UNSTALL_CHUNK_BYTES')
+if [ "$n" -eq 1 ] && printf '%s' "$out" | grep -q "prog_copies: ok"; then pass bad_value_warns_once_and_runs
+else fail bad_value_warns_once_and_runs "$n warning lines: $out"; fi
+
+out=$(UNSTALL_CHUNK_BYTE=8m with_shim "$work/prog_copies" 2>&1)
+case "$out" in
+    *UNSTALL_CHUNK_BYTE*UNSTALL_CHUNK_BYTES*"prog_copies: ok"*) pass unknown_variable_names_close_match ;;
+    *) fail unknown_variable_names_close_match "$out" ;;
+esac
+
+out=$(LD_LIBRARY_PATH="$work/mini" LD_PRELOAD="$shim" "$work/prog_mini" 2>&1)
+if [ $? -eq 0 ]; then pass runtime_missing_functions; else fail runtime_missing_functions "$out"; fi
+
+out=$(cd "$work" && UNSTALL_LOG_LEVEL=info with_shim ./prog_dlopen ./lib_user.so 2>&1)
+case "$?:$out" in
+    0:*loaded*) pass runtime_loaded_rtld_local ;;
+    *) fail runtime_loaded_rtld_local "$out" ;;
+esac
+
+echo "shim: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
