@@ -4,7 +4,10 @@
  * path). At most log_max_lines lines are printed; the line that hits the
  * limit says so. Formatting goes into a stack buffer (no malloc) and output
  * is one write(2) per line, so logging is safe from any thread. A thread-local
- * guard drops messages logged while a message is being written. */
+ * guard drops messages logged while a message is being written. Messages
+ * logged while the configuration loads (its warnings) go to stderr at level
+ * warn and above. Option verbose lets info messages through whatever
+ * log_level says; option disable silences everything. */
 #ifndef UNSTALL_LOG_H
 #define UNSTALL_LOG_H
 
@@ -23,10 +26,14 @@ void us_vlog(enum us_log_level level, const char *fmt, va_list ap);
             us_log((level), __VA_ARGS__);                                                 \
     } while (0)
 
-/* Write unlimited, unprefixed text (the report at exit). */
+/* Write unlimited, unprefixed text (the report at exit). It does not count
+ * toward log_max_lines. A sink gets it unchanged, at level US_LOG_INFO. */
 void us_log_raw(const char *text);
 
-/* Tests: capture every line into a callback instead of the destination. */
+/* Tests: capture every line (prefixed, without its newline) into a callback
+ * instead of the destination; NULL restores the destination. Either way the
+ * log starts afresh: the line count restarts and the destination is opened
+ * again from the configuration at the next line. */
 typedef void (*us_log_sink)(enum us_log_level level, const char *line, void *arg);
 void us_log_set_sink(us_log_sink sink, void *arg);
 

@@ -1,0 +1,256 @@
+/* log.c - the shim's messages (see log.h).
+ *
+ * The log runs inside intercepted CUDA calls on any thread, so it takes no
+ * lock on the way of a line (one only to open the destination, once), formats
+ * into a stack buffer, never calls malloc, and writes each line with one
+ * write(2). The line limit is a single atomic counter: lines past it are
+ * dropped without being formatted. */
+#include "log.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#define US_LOG_LINE_MAX 1024 /* one line: prefix, message, "..." and newline */
+#define US_LOG_PATH_MAX 4096
+#define US_LOG_UNRESOLVED (-1)
+
+/* Lines counted toward log_max_lines, the limit line included. */
+static atomic_ulong us_log_lines;
+/* The destination's fd, opened at the first line after the load. */
+static atomic_int us_log_fd = US_LOG_UNRESOLVED;
+static pthread_mutex_t us_log_open_lock = PTHREAD_MUTEX_INITIALIZER;
+static us_log_sink _Atomic us_log_sink_fn;
+static void *_Atomic us_log_sink_arg;
+/* Set while this thread writes a line: a message logged from inside (a sink
+ * that logs, a hook reached from write) is dropped instead of recursing. */
+static _Thread_local bool us_log_busy;
+
+static const char *us_level_word(enum us_log_level level)
+{
+    switch (level) {
+    case US_LOG_ERROR: return "error: ";
+    case US_LOG_WARN: return "warning: ";
+    default: return "";
+    }
+}
+
+static void us_write_all(int fd, const char *text, size_t len)
+{
+    while (len > 0) {
+        ssize_t n = write(fd, text, len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return; /* nowhere to report a failing log: drop the rest */
+        text += n;
+        len -= (size_t)n;
+    }
+}
+
+/* "unstall[pid]: <message>\n" into line, the level word after the prefix for
+ * warnings and errors. The pid is asked each time: a forked child has its own.
+ * A message that does not fit ends with "...". Returns the length, newline
+ * included. */
+static size_t us_format_line(char line[US_LOG_LINE_MAX], enum us_log_level level, const char *fmt,
+                             va_list ap)
+{
+    int p = snprintf(line, US_LOG_LINE_MAX, "unstall[%ld]: %s", (long)getpid(), us_level_word(level));
+    size_t n = p > 0 ? (size_t)p : 0;          /* the prefix is short: it always fits */
+    size_t room = US_LOG_LINE_MAX - 1 - n;     /* one byte kept for the newline */
+    int m = vsnprintf(line + n, room, fmt, ap);
+    size_t len;
+    if (m < 0) {
+        len = n;
+    } else if ((size_t)m >= room) {
+        len = US_LOG_LINE_MAX - 2;
+        memcpy(line + len - 3, "...", 3);
+    } else {
+        len = n + (size_t)m;
+        if (len > n && line[len - 1] == '\n')
+            len--; /* a caller's own newline would leave a blank line */
+    }
+    line[len++] = '\n';
+    line[len] = '\0';
+    return len;
+}
+
+static size_t us_format(char line[US_LOG_LINE_MAX], enum us_log_level level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static size_t us_format(char line[US_LOG_LINE_MAX], enum us_log_level level, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    size_t len = us_format_line(line, level, fmt, ap);
+    va_end(ap);
+    return len;
+}
+
+/* Open the configured destination, or say why not and use stderr. Called with
+ * us_log_open_lock held, once per process (or per us_log_set_sink). */
+static int us_open_destination(const struct us_config *cfg)
+{
+    if (cfg->log[0] == '\0' || strcasecmp(cfg->log, "stderr") == 0)
+        return STDERR_FILENO;
+    char path[US_LOG_PATH_MAX];
+    const char *why;
+    int fd = -1;
+    if (!us_expand_path(cfg->log, us_config_rank(), path, sizeof path))
+        why = "the expanded path is too long";
+    else if ((fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644)) < 0)
+        why = strerror(errno);
+    if (fd >= 0)
+        return fd;
+    char line[US_LOG_LINE_MAX];
+    size_t len = us_format(line, US_LOG_WARN, "cannot open log file \"%s\" (%s); logging to stderr",
+                           cfg->log, why);
+    us_write_all(STDERR_FILENO, line, len);
+    return STDERR_FILENO;
+}
+
+static int us_destination(const struct us_config *cfg)
+{
+    int fd = atomic_load_explicit(&us_log_fd, memory_order_acquire);
+    if (fd != US_LOG_UNRESOLVED)
+        return fd;
+    pthread_mutex_lock(&us_log_open_lock);
+    fd = atomic_load_explicit(&us_log_fd, memory_order_relaxed);
+    if (fd == US_LOG_UNRESOLVED) {
+        fd = us_open_destination(cfg);
+        atomic_store_explicit(&us_log_fd, fd, memory_order_release);
+    }
+    pthread_mutex_unlock(&us_log_open_lock);
+    return fd;
+}
+
+static us_log_sink us_current_sink(void **arg)
+{
+    us_log_sink sink = atomic_load_explicit(&us_log_sink_fn, memory_order_acquire);
+    *arg = atomic_load_explicit(&us_log_sink_arg, memory_order_relaxed);
+    return sink;
+}
+
+/* stderr while the configuration loads (cfg NULL), else the destination */
+static int us_fd(const struct us_config *cfg)
+{
+    return cfg == NULL ? STDERR_FILENO : us_destination(cfg);
+}
+
+/* The configuration decides level, limit and destination; but a warning from
+ * its own load cannot wait for that load: NULL then (stderr, warn and above). */
+static const struct us_config *us_log_config(void)
+{
+    return us_config_loading() ? NULL : us_config();
+}
+
+void us_vlog(enum us_log_level level, const char *fmt, va_list ap)
+{
+    if (us_log_busy)
+        return;
+    /* before the guard is set, so that a load started here can warn */
+    const struct us_config *cfg = us_log_config();
+    enum us_log_level threshold = cfg == NULL ? US_LOG_WARN : (enum us_log_level)cfg->log_level;
+    if (cfg != NULL && cfg->verbose && threshold < US_LOG_INFO)
+        threshold = US_LOG_INFO;
+    if (level > threshold || (cfg != NULL && cfg->disable))
+        return;
+
+    /* The limit applies once it is known; lines during the load still count. */
+    unsigned long max = cfg == NULL ? 0 : cfg->log_max_lines;
+    if (max != 0 && atomic_load_explicit(&us_log_lines, memory_order_relaxed) > max)
+        return; /* past the limit: stop counting too, so the counter never wraps */
+    unsigned long number = atomic_fetch_add_explicit(&us_log_lines, 1, memory_order_relaxed) + 1;
+    if (max != 0 && number > max + 1)
+        return;
+
+    us_log_busy = true;
+    char line[US_LOG_LINE_MAX];
+    size_t len;
+    if (max != 0 && number == max + 1) {
+        /* no level word: the log speaks about itself */
+        len = us_format(line, US_LOG_INFO,
+                        "log limit of %lu lines reached; further messages dropped (option log_max_lines)", max);
+        level = US_LOG_WARN;
+    } else {
+        len = us_format_line(line, level, fmt, ap);
+    }
+    void *arg;
+    us_log_sink sink = us_current_sink(&arg);
+    if (sink != NULL) {
+        line[len - 1] = '\0'; /* the sink gets the line without its newline */
+        sink(level, line, arg);
+    } else {
+        us_write_all(us_fd(cfg), line, len);
+    }
+    us_log_busy = false;
+}
+
+void us_log(enum us_log_level level, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    us_vlog(level, fmt, ap);
+    va_end(ap);
+}
+
+void us_log_raw(const char *text)
+{
+    if (us_log_busy || text == NULL)
+        return;
+    const struct us_config *cfg = us_log_config();
+    if (cfg != NULL && cfg->disable)
+        return;
+    us_log_busy = true;
+    void *arg;
+    us_log_sink sink = us_current_sink(&arg);
+    if (sink != NULL)
+        sink(US_LOG_INFO, text, arg);
+    else
+        us_write_all(us_fd(cfg), text, strlen(text));
+    us_log_busy = false;
+}
+
+void us_log_set_sink(us_log_sink sink, void *arg)
+{
+    pthread_mutex_lock(&us_log_open_lock);
+    atomic_store_explicit(&us_log_sink_arg, arg, memory_order_relaxed);
+    atomic_store_explicit(&us_log_sink_fn, sink, memory_order_release);
+    int fd = atomic_exchange(&us_log_fd, US_LOG_UNRESOLVED);
+    if (fd > STDERR_FILENO)
+        close(fd);
+    atomic_store(&us_log_lines, 0);
+    pthread_mutex_unlock(&us_log_open_lock);
+}
+
+bool us_expand_path(const char *templ, const char *rank_text, char *out, unsigned out_size)
+{
+    if (templ == NULL || out == NULL || out_size == 0)
+        return false;
+    char pid_text[24];
+    snprintf(pid_text, sizeof pid_text, "%ld", (long)getpid());
+    if (rank_text == NULL)
+        rank_text = "0";
+    size_t o = 0;
+    for (const char *t = templ; *t != '\0'; t++) {
+        char single[2] = { *t, '\0' };
+        const char *piece = single; /* as written, a lone '%' included */
+        if (t[0] == '%' && (t[1] == 'p' || t[1] == 'r' || t[1] == '%')) {
+            piece = t[1] == 'p' ? pid_text : t[1] == 'r' ? rank_text : "%";
+            t++;
+        }
+        size_t len = strlen(piece);
+        if (o + len >= out_size) {
+            out[0] = '\0';
+            return false;
+        }
+        memcpy(out + o, piece, len);
+        o += len;
+    }
+    out[o] = '\0';
+    return true;
+}
