@@ -35,7 +35,8 @@ const size_t us_option_count = sizeof us_options / sizeof us_options[0];
  * are never reported as unknown. Add here any such variable, and only here. */
 static const char *const us_known_vars[] = {
     "UNSTALL_CONFIG",    /* the config file; read by us_config() */
-    "UNSTALL_PRELOADED", /* set by tools/unstall for the program it starts */
+    "UNSTALL_LIB",       /* tools/unstall: the libunstall.so to preload */
+    "UNSTALL_PRELOADED", /* reserved for a launcher to mark the program it starts */
 };
 
 #define US_ENV_PREFIX "UNSTALL_"

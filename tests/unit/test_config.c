@@ -580,11 +580,88 @@ static void test_config_env_known_and_foreign_are_quiet(void **state)
 {
     (void)state;
     struct us_config cfg;
-    char *env[] = { "UNSTALL_CONFIG=/etc/unstall.conf", "UNSTALL_PRELOADED=1", "UNSTALLED=1", "unstall_slots=8",
+    char *env[] = { "UNSTALL_CONFIG=/etc/unstall.conf", "UNSTALL_PRELOADED=1", "UNSTALL_LIB=/x.so", "UNSTALLED=1",
+                    "unstall_slots=8",
                     "LD_PRELOAD=libunstall.so", "NOEQUALS", "RANK=2", NULL };
     load(&cfg, NULL, env, NULL);
     assert_int_equal(line_count, 0);
     assert_int_equal(cfg.slots, 4);
+}
+
+/* --- the shipped config files ---------------------------------------------------------- */
+
+/* Read a file of the repository (tests run from its root, as make does). */
+static void read_repo_file(const char *path, char *buf, size_t size)
+{
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        fail_msg("cannot open %s: run the tests from the repository root", path);
+    size_t n = fread(buf, 1, size - 1, f);
+    assert_true(n < size - 1); /* the whole file */
+    buf[n] = '\0';
+    fclose(f);
+}
+
+static void test_config_profiles_load_cleanly(void **state)
+{
+    (void)state;
+    static char text[16384];
+    struct us_config cfg;
+    enum us_option_source src[64];
+
+    read_repo_file("config/strict.conf", text, sizeof text);
+    us_config_load(&cfg, src, NULL, text, "config/strict.conf");
+    assert_int_equal(line_count, 0);
+    assert_int_equal(cfg.mode, US_MODE_STRICT);
+    assert_int_equal(cfg.strict_severity, US_SEVERITY_MEDIUM);
+    assert_int_equal(cfg.log_level, US_LOG_WARN);
+    assert_int_equal(src[option_index("mode")], US_SRC_FILE);
+
+    read_repo_file("config/pytorch.conf", text, sizeof text);
+    us_config_load(&cfg, src, NULL, text, "config/pytorch.conf");
+    assert_int_equal(line_count, 0);
+    assert_int_equal(cfg.mode, US_MODE_REPORT);
+    assert_string_equal(cfg.report, "unstall-%p-%r.json");
+    assert_true(cfg.python_frames);
+    assert_false(cfg.d2h_deferred);
+    assert_int_equal(src[option_index("report")], US_SRC_FILE);
+}
+
+/* config/unstall.conf (tools/gen-docs) with every key uncommented is every
+ * option set to its default, without a warning. */
+static void test_config_generated_file_is_the_defaults(void **state)
+{
+    (void)state;
+    static char text[32768], uncommented[32768];
+    read_repo_file("config/unstall.conf", text, sizeof text);
+    size_t o = 0;
+    for (const char *line = text; *line != '\0';) {
+        const char *end = strchr(line, '\n');
+        size_t len = end != NULL ? (size_t)(end - line) + 1 : strlen(line);
+        for (size_t i = 0; i < us_option_count; i++) {
+            char key[80];
+            snprintf(key, sizeof key, "# %s =", us_options[i].name);
+            if (strncmp(line, key, strlen(key)) == 0) {
+                line += 2;
+                len -= 2;
+                break;
+            }
+        }
+        memcpy(uncommented + o, line, len);
+        o += len;
+        line += len;
+    }
+    uncommented[o] = '\0';
+
+    struct us_config from_file, defaults;
+    enum us_option_source src[64];
+    us_config_load(&defaults, NULL, NULL, NULL, NULL);
+    us_config_load(&from_file, src, NULL, uncommented, "config/unstall.conf");
+    assert_int_equal(line_count, 0);
+    for (size_t i = 0; i < us_option_count; i++)
+        if (src[i] != US_SRC_FILE)
+            fail_msg("config/unstall.conf does not set %s", us_options[i].name);
+    assert_memory_equal(&from_file, &defaults, sizeof defaults);
 }
 
 /* --- the process configuration, in a child ------------------------------------------------- */
@@ -754,6 +831,12 @@ int main(void)
 {
     clear_unstall_environment();
     const struct CMUnitTest tests[] = {
+        /* First, while this process has not loaded its own configuration (the
+         * log of any later test does): each child loads it afresh, where a
+         * child of a loaded process would inherit it. */
+        cmocka_unit_test(test_config_process_sources),
+        cmocka_unit_test(test_config_process_missing_file),
+        cmocka_unit_test(test_config_rank_is_a_number),
         cmocka_unit_test(test_config_parse_bool),
         cmocka_unit_test(test_config_parse_size_accepts),
         cmocka_unit_test(test_config_parse_size_rejects),
@@ -777,14 +860,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_config_env_unknown_close_match, setup, teardown),
         cmocka_unit_test_setup_teardown(test_config_env_unknown_no_match, setup, teardown),
         cmocka_unit_test_setup_teardown(test_config_env_known_and_foreign_are_quiet, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_config_profiles_load_cleanly, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_config_generated_file_is_the_defaults, setup, teardown),
     };
-    /* First, while this process has not loaded its own configuration: each
-     * child loads it afresh (a child of a loaded process would inherit it). */
-    const struct CMUnitTest process_tests[] = {
-        cmocka_unit_test(test_config_process_sources),
-        cmocka_unit_test(test_config_process_missing_file),
-        cmocka_unit_test(test_config_rank_is_a_number),
-    };
-    int failed = cmocka_run_group_tests_name("config in a fresh process", process_tests, NULL, NULL);
-    return failed + cmocka_run_group_tests_name("config", tests, NULL, NULL);
+    return cmocka_run_group_tests_name("config", tests, NULL, NULL);
 }
