@@ -1,0 +1,437 @@
+/* copy.c - cudaMemcpy* and cudaMemset*: argument checks, the path of a copy
+ * (from the pointers, not the kind), its modelled duration, and the native
+ * stalls:
+ *   A  cross-device copy without peer access: the caller is held until its
+ *      stream drained and the copy, staged under a process-wide lock, is done;
+ *   B  pageable H2D: up to FAKECUDA_PAGEABLE_H2D_ASYNC_MAX the source is
+ *      copied at call time and the call returns; above, the caller is held;
+ *   C  pageable D2H: the caller is held, and holds the API lock all along;
+ *   D  same-device D2D: waits for a time slice while another stream's kernel
+ *      runs on the device;
+ *   E  the legacy stream's ordering (stream.c, at submission).
+ * A copy op memcpy's the bytes, then sleeps for what is left of its time. */
+#include "fc.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static pthread_mutex_t staging_mu = PTHREAD_MUTEX_INITIALIZER;
+
+double fc_copy_duration_us(size_t bytes, double gbps)
+{
+    const struct fc_config *c = fc_cfg();
+    /* GB/s = 1e3 bytes per microsecond */
+    return (c->latency_us + (double)bytes / (gbps * 1e3)) * c->time_scale;
+}
+
+static double path_bandwidth(enum fc_path path)
+{
+    const struct fc_config *c = fc_cfg();
+    switch (path) {
+    case FC_PATH_H2D_PINNED:
+    case FC_PATH_D2H_PINNED:
+    case FC_PATH_H2H_PINNED: return c->bw_pinned;
+    case FC_PATH_H2D_PAGEABLE:
+    case FC_PATH_D2H_PAGEABLE:
+    case FC_PATH_H2H_PAGEABLE: return c->bw_pageable;
+    case FC_PATH_D2D: return c->bw_d2d;
+    case FC_PATH_PEER: return c->bw_peer;
+    case FC_PATH_STAGED: return c->bw_staged;
+    }
+    return c->bw_pageable;
+}
+
+static void count_copy(enum fc_path path, size_t bytes)
+{
+    pthread_mutex_lock(&fc_stats_mu);
+    struct fakecuda_stats *st = &fc_stats_now;
+    switch (path) {
+    case FC_PATH_H2D_PINNED:
+    case FC_PATH_D2H_PINNED:
+    case FC_PATH_H2H_PINNED: st->copies_pinned++; st->bytes_pinned += bytes; break;
+    case FC_PATH_H2D_PAGEABLE:
+    case FC_PATH_D2H_PAGEABLE:
+    case FC_PATH_H2H_PAGEABLE: st->copies_pageable++; st->bytes_pageable += bytes; break;
+    case FC_PATH_D2D: st->copies_d2d++; st->bytes_d2d += bytes; break;
+    case FC_PATH_PEER: st->copies_peer++; st->bytes_peer += bytes; break;
+    case FC_PATH_STAGED: st->copies_staged++; st->bytes_staged += bytes; break;
+    }
+    pthread_mutex_unlock(&fc_stats_mu);
+}
+
+/* Case D: a same-device copy needs the compute engine; while another
+ * stream's kernel runs there it waits until the kernel ends or a time slice
+ * passed, whichever comes first. Its own stream's kernels are done by now. */
+static void wait_for_timeslice(int device)
+{
+    pthread_mutex_lock(&fc_g.mu);
+    if (fc_g.dev[device].running_kernels > 0) {
+        double t0 = fc_now_us(), deadline = t0 + fc_cfg()->timeslice_us * fc_cfg()->time_scale;
+        while (fc_g.dev[device].running_kernels > 0 && fc_cond_wait_until(&fc_g.done, &fc_g.mu, deadline))
+            ;
+        fc_stat_add(timeslice_waits, 1);
+        fc_stat_add(timeslice_wait_us_total, fc_now_us() - t0);
+    }
+    pthread_mutex_unlock(&fc_g.mu);
+}
+
+static void copy_rows(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height)
+{
+    if (height == 1 || (dpitch == width && spitch == width)) {
+        memmove(dst, src, width * height);
+        return;
+    }
+    for (size_t r = 0; r < height; r++)
+        memmove((char *)dst + r * dpitch, (const char *)src + r * spitch, width);
+}
+
+static void copy_run(struct fc_op *op, cudaError_t status)
+{
+    (void)status;
+    struct fc_copy_op *c = &op->u.copy;
+    if (c->path == FC_PATH_D2D)
+        wait_for_timeslice(c->device);
+    if (c->path == FC_PATH_STAGED)
+        pthread_mutex_lock(&staging_mu); /* every staged copy on the machine queues behind the others */
+    double start = fc_now_us();
+    copy_rows(c->dst, c->dpitch, c->src, c->spitch, c->width, c->height);
+    fc_sleep_until_us(start + c->duration_us);
+    if (c->path == FC_PATH_STAGED)
+        pthread_mutex_unlock(&staging_mu);
+}
+
+static void copy_complete(struct fc_op *op)
+{
+    free(op->u.copy.owned);
+}
+
+/* --- one copy, every entry point -------------------------------------------------------- */
+
+struct fc_copy_args {
+    void *dst;
+    const void *src;
+    size_t dpitch, spitch, width, height;
+    enum cudaMemcpyKind kind;
+    bool peer_api;        /* cudaMemcpyPeer*: the devices are given */
+    int dst_device, src_device;
+    cudaStream_t stream;
+    bool per_thread;      /* _ptsz / _ptds entry */
+    bool sync;            /* cudaMemcpy, cudaMemcpy2D, cudaMemcpyPeer */
+};
+
+static bool is_host(enum fc_mem k)
+{
+    return k != FC_MEM_DEVICE;
+}
+
+static bool is_pinned(enum fc_mem k)
+{
+    return k == FC_MEM_PINNED || k == FC_MEM_REGISTERED;
+}
+
+/* Checks one side of a copy. `claimed_device`: the kind says this side is
+ * device memory, which pageable memory cannot be (measured: InvalidValue);
+ * device, pinned and registered memory can. A range that leaves its device
+ * allocation is invalid; one that leaves a pinned range counts as pageable. */
+static cudaError_t classify_side(const void *p, size_t extent, bool claimed_device, bool peer_api,
+                                 struct fc_mem_info *m)
+{
+    if (p == NULL)
+        return cudaErrorInvalidValue;
+    fc_mem_lookup(p, m);
+    if (m->kind == FC_MEM_DEVICE && !fc_mem_covers(m, p, extent))
+        return cudaErrorInvalidValue;
+    if (is_pinned(m->kind) && !fc_mem_covers(m, p, extent))
+        m->kind = FC_MEM_PAGEABLE;
+    if (claimed_device && m->kind == FC_MEM_PAGEABLE)
+        return cudaErrorInvalidValue;
+    if (peer_api && m->kind != FC_MEM_DEVICE)
+        return cudaErrorInvalidValue;
+    return cudaSuccess;
+}
+
+static enum fc_path copy_path(const struct fc_mem_info *s, const struct fc_mem_info *d)
+{
+    if (is_host(s->kind) && is_host(d->kind))
+        return is_pinned(s->kind) && is_pinned(d->kind) ? FC_PATH_H2H_PINNED : FC_PATH_H2H_PAGEABLE;
+    if (is_host(s->kind))
+        return is_pinned(s->kind) ? FC_PATH_H2D_PINNED : FC_PATH_H2D_PAGEABLE;
+    if (is_host(d->kind))
+        return is_pinned(d->kind) ? FC_PATH_D2H_PINNED : FC_PATH_D2H_PAGEABLE;
+    if (s->device == d->device)
+        return FC_PATH_D2D;
+    pthread_mutex_lock(&fc_g.mu);
+    bool peer = fc_g.dev[s->device].peer_enabled[d->device] || fc_g.dev[d->device].peer_enabled[s->device];
+    pthread_mutex_unlock(&fc_g.mu);
+    return peer ? FC_PATH_PEER : FC_PATH_STAGED;
+}
+
+/* How the calling thread is held. */
+enum fc_hold {
+    FC_HOLD_NONE,     /* returns once queued */
+    FC_HOLD_WAIT,     /* returns when the copy is done */
+    FC_HOLD_API_LOCK, /* the same, holding the API lock (case C) */
+};
+
+static cudaError_t do_copy(const struct fc_copy_args *a)
+{
+    fc_init();
+    if ((unsigned)a->kind > cudaMemcpyDefault)
+        return cudaErrorInvalidMemcpyDirection;
+    if (a->peer_api && (a->dst_device < 0 || a->dst_device >= fc_g.ndev || a->src_device < 0 ||
+                        a->src_device >= fc_g.ndev))
+        return cudaErrorInvalidDevice;
+    if (a->width == 0 || a->height == 0)
+        return cudaSuccess;
+    if (a->height > 1 && (a->spitch < a->width || a->dpitch < a->width))
+        return cudaErrorInvalidPitchValue;
+
+    size_t bytes = a->width * a->height;
+    struct fc_mem_info sm, dm;
+    bool src_dev = a->kind == cudaMemcpyDeviceToHost || a->kind == cudaMemcpyDeviceToDevice;
+    bool dst_dev = a->kind == cudaMemcpyHostToDevice || a->kind == cudaMemcpyDeviceToDevice;
+    cudaError_t err = classify_side(a->src, (a->height - 1) * a->spitch + a->width, src_dev, a->peer_api, &sm);
+    if (err == cudaSuccess)
+        err = classify_side(a->dst, (a->height - 1) * a->dpitch + a->width, dst_dev, a->peer_api, &dm);
+    if (err != cudaSuccess)
+        return err;
+
+    enum fc_path path = copy_path(&sm, &dm);
+    enum fc_hold hold = FC_HOLD_NONE;
+    bool snapshot = false, touch_api = false;
+    switch (path) {
+    case FC_PATH_H2D_PINNED:
+    case FC_PATH_D2H_PINNED:
+    case FC_PATH_H2H_PINNED:
+        touch_api = true;
+        hold = a->sync ? FC_HOLD_WAIT : FC_HOLD_NONE;
+        break;
+    case FC_PATH_H2D_PAGEABLE:
+        snapshot = !a->sync && bytes <= fc_cfg()->pageable_h2d_async_max;
+        hold = snapshot ? FC_HOLD_NONE : FC_HOLD_WAIT;
+        break;
+    case FC_PATH_D2H_PAGEABLE: hold = FC_HOLD_API_LOCK; break;
+    case FC_PATH_H2H_PAGEABLE: hold = FC_HOLD_WAIT; break;
+    case FC_PATH_D2D:
+    case FC_PATH_PEER: hold = FC_HOLD_NONE; break; /* even cudaMemcpy: no host synchronization */
+    case FC_PATH_STAGED: hold = FC_HOLD_WAIT; break;
+    }
+
+    struct fc_op *op = fc_op_new(copy_run);
+    op->complete = copy_complete;
+    op->counts_as_work = true;
+    op->u.copy = (struct fc_copy_op){
+        .dst = a->dst, .src = a->src, .dpitch = a->dpitch, .spitch = a->spitch,
+        .width = a->width, .height = a->height, .path = path, .device = dm.device,
+        .duration_us = fc_copy_duration_us(bytes, path_bandwidth(path)),
+    };
+    if (snapshot) { /* case B: the source is read now, the caller may reuse it at once */
+        void *buf = malloc(bytes);
+        if (buf == NULL) {
+            free(op);
+            return cudaErrorMemoryAllocation;
+        }
+        copy_rows(buf, a->width, a->src, a->spitch, a->width, a->height);
+        op->u.copy.src = op->u.copy.owned = buf;
+        op->u.copy.spitch = a->width;
+    }
+
+    if (touch_api)
+        fc_api_touch();
+    if (hold == FC_HOLD_API_LOCK)
+        fc_api_lock();
+    double t0 = fc_now_us();
+    pthread_mutex_lock(&fc_g.mu);
+    struct fc_stream *s;
+    if (a->peer_api && a->sync)
+        /* cudaMemcpyPeer: serialized with the work of the current, source and
+         * destination devices (their legacy streams' ordering) */
+        err = fc_stream_get(cudaStreamLegacy, false, &s);
+    else
+        err = fc_stream_get(a->stream, a->per_thread, &s);
+    if (err == cudaSuccess && s->capture != NULL) {
+        if (a->sync) { /* a synchronous copy cannot be captured */
+            s->capture->invalidated = true;
+            err = cudaErrorStreamCaptureUnsupported;
+        } else {
+            fc_stat_add(captured_ops, 1);
+        }
+        copy_complete(op);
+        free(op);
+        op = NULL;
+    } else if (err == cudaSuccess) {
+        if (a->peer_api && a->sync) {
+            for (int d = 0; d < 2; d++) {
+                struct fc_stream *l = fc_g.dev[d == 0 ? a->src_device : a->dst_device].legacy;
+                if (l != s)
+                    for (size_t i = 0; i < fc_g.nall; i++)
+                        if (fc_g.all[i]->device == l->device && (fc_g.all[i] == l || fc_stream_blocking(fc_g.all[i])))
+                            fc_op_add_dep(op, fc_g.all[i], fc_g.all[i]->submitted);
+            }
+        }
+        uint64_t seq = fc_submit_locked(s, op);
+        if (hold != FC_HOLD_NONE)
+            fc_wait_locked(s, seq);
+    } else {
+        copy_complete(op);
+        free(op);
+        op = NULL;
+    }
+    pthread_mutex_unlock(&fc_g.mu);
+    double held = fc_now_us() - t0;
+    if (hold == FC_HOLD_API_LOCK)
+        fc_api_unlock();
+    if (op == NULL)
+        return err;
+
+    count_copy(path, bytes);
+    if (snapshot)
+        fc_stat_add(pageable_h2d_snapshots, 1);
+    if (hold != FC_HOLD_NONE && (path == FC_PATH_H2D_PAGEABLE || path == FC_PATH_D2H_PAGEABLE || path == FC_PATH_STAGED)) {
+        if (path == FC_PATH_H2D_PAGEABLE)
+            fc_stat_add(pageable_h2d_waits, 1);
+        else if (path == FC_PATH_D2H_PAGEABLE)
+            fc_stat_add(pageable_d2h_waits, 1);
+        else
+            fc_stat_add(staged_waits, 1);
+        fc_stat_add(host_wait_us_total, held);
+        fc_stat_max(host_wait_us_max, held);
+    }
+    return err;
+}
+
+#define FC_COPY_1D(dst_, src_, count_) \
+    .dst = (dst_), .src = (src_), .dpitch = (count_), .spitch = (count_), .width = (count_), .height = 1
+
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind)
+{
+    return fc_ret(do_copy(&(struct fc_copy_args){FC_COPY_1D(dst, src, count), .kind = kind, .sync = true}));
+}
+
+cudaError_t cudaMemcpy_ptds(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind)
+{
+    return fc_ret(do_copy(&(struct fc_copy_args){FC_COPY_1D(dst, src, count), .kind = kind, .sync = true,
+                                                  .per_thread = true}));
+}
+
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind, cudaStream_t stream)
+{
+    return fc_ret(do_copy(&(struct fc_copy_args){FC_COPY_1D(dst, src, count), .kind = kind, .stream = stream}));
+}
+
+cudaError_t cudaMemcpyAsync_ptsz(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
+                                 cudaStream_t stream)
+{
+    return fc_ret(do_copy(&(struct fc_copy_args){FC_COPY_1D(dst, src, count), .kind = kind, .stream = stream,
+                                                  .per_thread = true}));
+}
+
+cudaError_t cudaMemcpyPeer(void *dst, int dst_device, const void *src, int src_device, size_t count)
+{
+    return fc_ret(do_copy(&(struct fc_copy_args){FC_COPY_1D(dst, src, count), .kind = cudaMemcpyDefault,
+                                                  .peer_api = true, .dst_device = dst_device,
+                                                  .src_device = src_device, .sync = true}));
+}
+
+cudaError_t cudaMemcpyPeerAsync(void *dst, int dst_device, const void *src, int src_device, size_t count,
+                                cudaStream_t stream)
+{
+    return fc_ret(do_copy(&(struct fc_copy_args){FC_COPY_1D(dst, src, count), .kind = cudaMemcpyDefault,
+                                                  .peer_api = true, .dst_device = dst_device,
+                                                  .src_device = src_device, .stream = stream}));
+}
+
+cudaError_t cudaMemcpy2D(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height,
+                         enum cudaMemcpyKind kind)
+{
+    return fc_ret(do_copy(&(struct fc_copy_args){.dst = dst, .dpitch = dpitch, .src = src, .spitch = spitch,
+                                                  .width = width, .height = height, .kind = kind, .sync = true}));
+}
+
+cudaError_t cudaMemcpy2D_ptds(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+                              size_t height, enum cudaMemcpyKind kind)
+{
+    return fc_ret(do_copy(&(struct fc_copy_args){.dst = dst, .dpitch = dpitch, .src = src, .spitch = spitch,
+                                                  .width = width, .height = height, .kind = kind, .sync = true,
+                                                  .per_thread = true}));
+}
+
+cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+                              size_t height, enum cudaMemcpyKind kind, cudaStream_t stream)
+{
+    return fc_ret(do_copy(&(struct fc_copy_args){.dst = dst, .dpitch = dpitch, .src = src, .spitch = spitch,
+                                                  .width = width, .height = height, .kind = kind,
+                                                  .stream = stream}));
+}
+
+cudaError_t cudaMemcpy2DAsync_ptsz(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+                                   size_t height, enum cudaMemcpyKind kind, cudaStream_t stream)
+{
+    return fc_ret(do_copy(&(struct fc_copy_args){.dst = dst, .dpitch = dpitch, .src = src, .spitch = spitch,
+                                                  .width = width, .height = height, .kind = kind,
+                                                  .stream = stream, .per_thread = true}));
+}
+
+/* --- memset --------------------------------------------------------------------------------- */
+
+static void memset_run(struct fc_op *op, cudaError_t status)
+{
+    (void)status;
+    double start = fc_now_us();
+    memset(op->u.memset.dst, op->u.memset.value, op->u.memset.bytes);
+    fc_sleep_until_us(start + op->u.memset.duration_us);
+}
+
+/* Device memory, pinned or registered memory; the synchronous form returns
+ * at once for device memory and waits for pinned memory (real API docs). */
+static cudaError_t do_memset(void *dst, int value, size_t count, cudaStream_t stream, bool per_thread, bool sync)
+{
+    fc_init();
+    if (count == 0)
+        return cudaSuccess;
+    struct fc_mem_info m;
+    cudaError_t err = classify_side(dst, count, true, false, &m);
+    if (err != cudaSuccess)
+        return err;
+    pthread_mutex_lock(&fc_g.mu);
+    struct fc_stream *s;
+    err = fc_stream_get(stream, per_thread, &s);
+    if (err == cudaSuccess && s->capture != NULL) {
+        if (sync) {
+            s->capture->invalidated = true;
+            err = cudaErrorStreamCaptureUnsupported;
+        } else {
+            fc_stat_add(captured_ops, 1);
+        }
+    } else if (err == cudaSuccess) {
+        struct fc_op *op = fc_op_new(memset_run);
+        op->counts_as_work = true;
+        op->u.memset = (struct fc_memset_op){dst, value, count, fc_copy_duration_us(count, fc_cfg()->bw_d2d)};
+        uint64_t seq = fc_submit_locked(s, op);
+        if (sync && m.kind != FC_MEM_DEVICE)
+            fc_wait_locked(s, seq);
+        fc_stat_add(memsets, 1);
+    }
+    pthread_mutex_unlock(&fc_g.mu);
+    return err;
+}
+
+cudaError_t cudaMemset(void *dst, int value, size_t count)
+{
+    return fc_ret(do_memset(dst, value, count, NULL, false, true));
+}
+
+cudaError_t cudaMemset_ptds(void *dst, int value, size_t count)
+{
+    return fc_ret(do_memset(dst, value, count, NULL, true, true));
+}
+
+cudaError_t cudaMemsetAsync(void *dst, int value, size_t count, cudaStream_t stream)
+{
+    return fc_ret(do_memset(dst, value, count, stream, false, false));
+}
+
+cudaError_t cudaMemsetAsync_ptsz(void *dst, int value, size_t count, cudaStream_t stream)
+{
+    return fc_ret(do_memset(dst, value, count, stream, true, false));
+}

@@ -1,0 +1,134 @@
+/* device.c - what a program asks about devices: attributes, properties and
+ * peer access (FAKECUDA_PEER_MATRIX says which pairs are capable). The
+ * simulated device looks like an H100 where a value is needed at all. */
+#include "fc.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static bool valid_device(int d)
+{
+    return d >= 0 && d < fc_g.ndev;
+}
+
+cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int device)
+{
+    fc_init();
+    if (value == NULL)
+        return fc_ret(cudaErrorInvalidValue);
+    if (!valid_device(device))
+        return fc_ret(cudaErrorInvalidDevice);
+    int v = 0; /* attributes not listed: 0 (documented) */
+    switch (attr) {
+    case cudaDevAttrClockRate: v = 1980000; break; /* kHz */
+    case cudaDevAttrMemoryClockRate: v = 2619000; break;
+    case cudaDevAttrConcurrentManagedAccess: v = 0; break; /* managed memory is not modelled */
+    case cudaDevAttrManagedMemory: v = 0; break;
+    case cudaDevAttrPageableMemoryAccess: v = 0; break;
+    case cudaDevAttrMultiProcessorCount: v = 132; break;
+    case cudaDevAttrComputeCapabilityMajor: v = 9; break;
+    case cudaDevAttrComputeCapabilityMinor: v = 0; break;
+    case cudaDevAttrMaxThreadsPerBlock: v = 1024; break;
+    case cudaDevAttrWarpSize: v = 32; break;
+    case cudaDevAttrUnifiedAddressing: v = 1; break;
+    case cudaDevAttrCanMapHostMemory: v = 1; break;
+    case cudaDevAttrAsyncEngineCount: v = 2; break;
+    case cudaDevAttrConcurrentKernels: v = 1; break;
+    case cudaDevAttrHostRegisterSupported: v = 1; break;
+    case cudaDevAttrCanUseHostPointerForRegisteredMem: v = 1; break;
+    case cudaDevAttrPciBusId: v = device + 1; break;
+    case cudaDevAttrPciDeviceId: v = 0; break;
+    case cudaDevAttrPciDomainId: v = 0; break;
+    case cudaDevAttrMemoryPoolsSupported: v = 0; break;
+    default: break;
+    }
+    *value = v;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int device)
+{
+    fc_init();
+    if (prop == NULL)
+        return fc_ret(cudaErrorInvalidValue);
+    if (!valid_device(device))
+        return fc_ret(cudaErrorInvalidDevice);
+    memset(prop, 0, sizeof *prop);
+    snprintf(prop->name, sizeof prop->name, "fakecuda device %d", device);
+    prop->uuid.bytes[0] = (char)0xfc;
+    prop->uuid.bytes[15] = (char)device;
+    prop->totalGlobalMem = (size_t)80 << 30;
+    prop->sharedMemPerBlock = 48 << 10;
+    prop->regsPerBlock = 65536;
+    prop->warpSize = 32;
+    prop->memPitch = (size_t)2147483647;
+    prop->maxThreadsPerBlock = 1024;
+    prop->maxThreadsDim[0] = 1024;
+    prop->maxThreadsDim[1] = 1024;
+    prop->maxThreadsDim[2] = 64;
+    prop->maxGridSize[0] = 2147483647;
+    prop->maxGridSize[1] = 65535;
+    prop->maxGridSize[2] = 65535;
+    prop->totalConstMem = 64 << 10;
+    prop->major = 9;
+    prop->minor = 0;
+    prop->multiProcessorCount = 132;
+    prop->canMapHostMemory = 1;
+    prop->concurrentKernels = 1;
+    prop->pciBusID = device + 1;
+    prop->asyncEngineCount = 2;
+    prop->unifiedAddressing = 1;
+    prop->maxThreadsPerMultiProcessor = 2048;
+    prop->streamPrioritiesSupported = 1;
+    prop->canUseHostPointerForRegisteredMem = 1;
+    prop->hostRegisterSupported = 1;
+    prop->hostNumaId = -1;
+    return cudaSuccess;
+}
+
+cudaError_t cudaDeviceCanAccessPeer(int *can, int device, int peer)
+{
+    fc_init();
+    if (can == NULL)
+        return fc_ret(cudaErrorInvalidValue);
+    if (!valid_device(device) || !valid_device(peer))
+        return fc_ret(cudaErrorInvalidDevice);
+    *can = fc_cfg()->peer_capable[device][peer] ? 1 : 0; /* the diagonal is 0 */
+    return cudaSuccess;
+}
+
+cudaError_t cudaDeviceEnablePeerAccess(int peer, unsigned int flags)
+{
+    fc_init();
+    if (flags != 0)
+        return fc_ret(cudaErrorInvalidValue);
+    if (!valid_device(peer))
+        return fc_ret(cudaErrorInvalidDevice);
+    int dev = fc_current_device();
+    cudaError_t err = cudaSuccess;
+    pthread_mutex_lock(&fc_g.mu);
+    if (!fc_cfg()->peer_capable[dev][peer]) /* the device itself included, as measured */
+        err = cudaErrorPeerAccessUnsupported;
+    else if (fc_g.dev[dev].peer_enabled[peer])
+        err = cudaErrorPeerAccessAlreadyEnabled;
+    else
+        fc_g.dev[dev].peer_enabled[peer] = true;
+    pthread_mutex_unlock(&fc_g.mu);
+    return fc_ret(err);
+}
+
+cudaError_t cudaDeviceDisablePeerAccess(int peer)
+{
+    fc_init();
+    if (!valid_device(peer))
+        return fc_ret(cudaErrorInvalidDevice);
+    int dev = fc_current_device();
+    cudaError_t err = cudaSuccess;
+    pthread_mutex_lock(&fc_g.mu);
+    if (!fc_g.dev[dev].peer_enabled[peer])
+        err = cudaErrorPeerAccessNotEnabled;
+    else
+        fc_g.dev[dev].peer_enabled[peer] = false;
+    pthread_mutex_unlock(&fc_g.mu);
+    return fc_ret(err);
+}

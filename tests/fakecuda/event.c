@@ -1,0 +1,232 @@
+/* event.c - events: a record is a marker op on the stream; the event is the
+ * (stream, sequence number) of its last record, complete once the stream got
+ * there. An event never recorded is complete. Event structs are never freed:
+ * a destroyed one goes to a free list and its generation number tells stale
+ * record ops to leave it alone. */
+#include "fc.h"
+
+#include <stdlib.h>
+
+#define FC_EVENT_FLAGS (cudaEventBlockingSync | cudaEventDisableTiming | cudaEventInterprocess)
+
+static struct fc_event *event_get_locked(cudaEvent_t handle)
+{
+    struct fc_event *e = NULL;
+    if (handle != NULL)
+        HASH_FIND_PTR(fc_g.events, &handle, e);
+    return e;
+}
+
+/* The capture sequence an event was last recorded in, if still going on. */
+static struct fc_capture *event_capture_locked(const struct fc_event *e)
+{
+    return e->capture_id != 0 ? fc_capture_find_locked(e->capture_id) : NULL;
+}
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags)
+{
+    fc_init();
+    if (event == NULL || (flags & ~(unsigned)FC_EVENT_FLAGS) != 0 ||
+        ((flags & cudaEventInterprocess) && !(flags & cudaEventDisableTiming)))
+        return fc_ret(cudaErrorInvalidValue);
+    cudaError_t err = fc_fault(FAKECUDA_FAULT_EVENT_CREATE);
+    if (err != cudaSuccess)
+        return fc_ret(err);
+    pthread_mutex_lock(&fc_g.mu);
+    struct fc_event *e = fc_g.free_events;
+    if (e != NULL)
+        fc_g.free_events = e->next_free;
+    else
+        e = calloc(1, sizeof *e);
+    if (e != NULL) {
+        uint64_t gen = e->gen;
+        *e = (struct fc_event){.key = e, .device = fc_current_device(), .flags = flags, .gen = gen + 1};
+        HASH_ADD_PTR(fc_g.events, key, e);
+    }
+    pthread_mutex_unlock(&fc_g.mu);
+    if (e == NULL)
+        return fc_ret(cudaErrorMemoryAllocation);
+    fc_stat_add(events_created, 1);
+    *event = (cudaEvent_t)e;
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventCreate(cudaEvent_t *event)
+{
+    return cudaEventCreateWithFlags(event, cudaEventDefault);
+}
+
+cudaError_t cudaEventDestroy(cudaEvent_t event)
+{
+    fc_init();
+    pthread_mutex_lock(&fc_g.mu);
+    struct fc_event *e = event_get_locked(event);
+    if (e != NULL) {
+        HASH_DEL(fc_g.events, e);
+        e->gen++;
+        e->next_free = fc_g.free_events;
+        fc_g.free_events = e;
+    }
+    pthread_mutex_unlock(&fc_g.mu);
+    return fc_ret(e != NULL ? cudaSuccess : cudaErrorInvalidResourceHandle);
+}
+
+static void record_run(struct fc_op *op, cudaError_t status)
+{
+    (void)status;
+    op->u.record.t_us = fc_now_us();
+}
+
+static void record_complete(struct fc_op *op)
+{
+    struct fc_event *e = op->u.record.event;
+    if (e->gen == op->u.record.gen && op->u.record.t_us != 0) {
+        e->t_us = op->u.record.t_us;
+        e->timed = true;
+    }
+}
+
+static cudaError_t event_record(cudaEvent_t event, cudaStream_t stream, bool per_thread)
+{
+    fc_init();
+    fc_api_touch();
+    pthread_mutex_lock(&fc_g.mu);
+    struct fc_event *e = event_get_locked(event);
+    struct fc_stream *s = NULL;
+    cudaError_t err = e != NULL ? fc_stream_get(stream, per_thread, &s) : cudaErrorInvalidResourceHandle;
+    if (err == cudaSuccess && s->device != e->device)
+        err = cudaErrorInvalidResourceHandle; /* an event is recorded only on its own device */
+    if (err == cudaSuccess && s->capture != NULL) {
+        /* Recorded into the capture: waits on it join the capture. */
+        e->gen++;
+        e->recorded = false;
+        e->capture_id = s->capture->id;
+        fc_stat_add(captured_ops, 1);
+    } else if (err == cudaSuccess) {
+        struct fc_op *op = fc_op_new(record_run);
+        op->complete = record_complete;
+        op->u.record.event = e;
+        op->u.record.gen = ++e->gen;
+        e->seq = fc_submit_locked(s, op);
+        e->stream = s;
+        e->recorded = true;
+        e->timed = false;
+        e->capture_id = 0;
+        fc_stat_add(event_records, 1);
+    }
+    pthread_mutex_unlock(&fc_g.mu);
+    return fc_ret(err);
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream)
+{
+    return event_record(event, stream, false);
+}
+
+cudaError_t cudaEventRecord_ptsz(cudaEvent_t event, cudaStream_t stream)
+{
+    return event_record(event, stream, true);
+}
+
+static cudaError_t stream_wait_event(cudaStream_t stream, cudaEvent_t event, unsigned flags, bool per_thread)
+{
+    fc_init();
+    if ((flags & ~(unsigned)cudaEventWaitExternal) != 0)
+        return fc_ret(cudaErrorInvalidValue);
+    fc_api_touch();
+    pthread_mutex_lock(&fc_g.mu);
+    struct fc_event *e = event_get_locked(event);
+    struct fc_stream *s = NULL;
+    cudaError_t err = e != NULL ? fc_stream_get(stream, per_thread, &s) : cudaErrorInvalidResourceHandle;
+    if (err == cudaSuccess) {
+        struct fc_capture *c = event_capture_locked(e);
+        if (c != NULL) {
+            if (s->capture == NULL)
+                s->capture = c; /* the stream joins the capture of the event */
+        } else if (s->capture != NULL) {
+            fc_stat_add(captured_ops, 1);
+        } else if (e->recorded && e->stream->completed < e->seq) {
+            struct fc_op *op = fc_op_new(NULL); /* a marker: only its dependency matters */
+            fc_op_add_dep(op, e->stream, e->seq);
+            fc_submit_locked(s, op);
+        }
+        fc_stat_add(stream_waits, 1);
+    }
+    pthread_mutex_unlock(&fc_g.mu);
+    return fc_ret(err);
+}
+
+cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags)
+{
+    return stream_wait_event(stream, event, flags, false);
+}
+
+cudaError_t cudaStreamWaitEvent_ptsz(cudaStream_t stream, cudaEvent_t event, unsigned int flags)
+{
+    return stream_wait_event(stream, event, flags, true);
+}
+
+/* The checks that cudaEventQuery and cudaEventSynchronize share. */
+static cudaError_t event_check_locked(cudaEvent_t event, struct fc_event **out)
+{
+    struct fc_event *e = event_get_locked(event);
+    if (e == NULL)
+        return cudaErrorInvalidResourceHandle;
+    if (event_capture_locked(e) != NULL)
+        return cudaErrorCapturedEvent;
+    cudaError_t err = fc_capture_check_locked();
+    if (err == cudaSuccess)
+        *out = e;
+    return err;
+}
+
+cudaError_t cudaEventQuery(cudaEvent_t event)
+{
+    fc_init();
+    pthread_mutex_lock(&fc_g.mu);
+    struct fc_event *e;
+    cudaError_t err = event_check_locked(event, &e);
+    if (err == cudaSuccess && e->recorded) {
+        if (e->stream->sticky != cudaSuccess)
+            err = e->stream->sticky;
+        else if (e->stream->completed < e->seq)
+            err = cudaErrorNotReady;
+    }
+    pthread_mutex_unlock(&fc_g.mu);
+    return fc_ret(err);
+}
+
+cudaError_t cudaEventSynchronize(cudaEvent_t event)
+{
+    fc_init();
+    pthread_mutex_lock(&fc_g.mu);
+    struct fc_event *e;
+    cudaError_t err = event_check_locked(event, &e);
+    if (err == cudaSuccess && e->recorded) {
+        fc_wait_locked(e->stream, e->seq);
+        err = e->stream->sticky;
+    }
+    pthread_mutex_unlock(&fc_g.mu);
+    return fc_ret(err);
+}
+
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end)
+{
+    fc_init();
+    if (ms == NULL)
+        return fc_ret(cudaErrorInvalidValue);
+    pthread_mutex_lock(&fc_g.mu);
+    struct fc_event *a = event_get_locked(start), *b = event_get_locked(end);
+    cudaError_t err = cudaSuccess;
+    if (a == NULL || b == NULL || ((a->flags | b->flags) & cudaEventDisableTiming) || !a->recorded || !b->recorded)
+        err = cudaErrorInvalidResourceHandle;
+    else if (a->stream->completed < a->seq || b->stream->completed < b->seq)
+        err = cudaErrorNotReady;
+    else if (!a->timed || !b->timed) /* the record did not run: its stream failed */
+        err = a->stream->sticky != cudaSuccess ? a->stream->sticky
+              : b->stream->sticky != cudaSuccess ? b->stream->sticky : cudaErrorUnknown;
+    else
+        *ms = (float)((b->t_us - a->t_us) / 1000.0);
+    pthread_mutex_unlock(&fc_g.mu);
+    return fc_ret(err);
+}

@@ -1,0 +1,280 @@
+/* fc.h - what the files of fakecuda share. Nothing here is exported: the
+ * version script (libcudart.map) exports only cuda* and fakecuda_*.
+ *
+ * One mutex (fc_g.mu) guards streams, events, captures and devices; one
+ * condition variable (fc_g.done) is broadcast whenever an operation completes
+ * or a kernel ends, and every wait in the simulation waits on it. Two more
+ * locks are part of the model, not of the implementation: the API lock
+ * (case C) and the staging lock (case A). Lock order: API lock, then fc_g.mu;
+ * the staging lock is taken by workers only, without fc_g.mu. Workers never
+ * take the API lock. */
+#ifndef FAKECUDA_FC_H
+#define FAKECUDA_FC_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cuda_runtime_api.h>
+#include <uthash.h>
+
+#include "fakecuda.h"
+#include "ptsz.h"
+
+#define FC_MAX_DEVICES 16
+
+/* --- configuration (config.c) ------------------------------------------------ */
+
+struct fc_config {
+    int devices;                   /* fixed at first use */
+    double time_scale;
+    double bw_pinned, bw_pageable, bw_d2d, bw_peer, bw_staged; /* GB/s */
+    double latency_us;
+    size_t pageable_h2d_async_max; /* bytes */
+    double timeslice_us;
+    bool peer_capable[FC_MAX_DEVICES][FC_MAX_DEVICES];
+};
+
+/* The configuration in force. Never NULL once fc_init() ran; a reload swaps
+ * in a new copy and leaves the old one allocated, so a pointer stays valid. */
+const struct fc_config *fc_cfg(void);
+/* Reads the environment; `devices` < 0: read FAKECUDA_DEVICES too. */
+void fc_config_load(int devices);
+
+/* --- process state, time, errors (fc.c) ---------------------------------------- */
+
+void fc_init(void); /* idempotent and cheap: every entry point calls it first */
+double fc_now_us(void);
+void fc_sleep_until_us(double t_us);
+/* Condition variables on CLOCK_MONOTONIC; the wait returns false on timeout. */
+void fc_cond_init(pthread_cond_t *cond);
+bool fc_cond_wait_until(pthread_cond_t *cond, pthread_mutex_t *mu, double t_us);
+/* cudaErrorXxx name -> code (for FAKECUDA_FAULT_* values). */
+bool fc_error_from_name(const char *name, cudaError_t *out);
+/* Records a failure as the calling thread's last error (cudaGetLastError). */
+cudaError_t fc_ret(cudaError_t err);
+int fc_current_device(void);
+
+/* --- faults and statistics (control.c) ------------------------------------------ */
+
+/* cudaSuccess, or the error a fault site injects into this call. */
+cudaError_t fc_fault(enum fakecuda_fault_site site);
+void fc_faults_from_env(void);
+/* Statistics: `fc_stat_add(field, n)` adds to a counter, fc_stat_max keeps the
+ * larger value. Both lock the statistics mutex. */
+extern struct fakecuda_stats fc_stats_now;
+extern pthread_mutex_t fc_stats_mu;
+#define fc_stat_add(field, n)                                                 \
+    do {                                                                       \
+        pthread_mutex_lock(&fc_stats_mu);                                      \
+        fc_stats_now.field += (n);                                             \
+        pthread_mutex_unlock(&fc_stats_mu);                                    \
+    } while (0)
+#define fc_stat_max(field, v)                                                 \
+    do {                                                                       \
+        pthread_mutex_lock(&fc_stats_mu);                                      \
+        if ((v) > fc_stats_now.field)                                          \
+            fc_stats_now.field = (v);                                          \
+        pthread_mutex_unlock(&fc_stats_mu);                                    \
+    } while (0)
+
+/* The process-wide API lock of case C. fc_api_touch takes and releases it at
+ * once: what a launch does. */
+void fc_api_lock(void);
+void fc_api_unlock(void);
+void fc_api_touch(void);
+
+/* --- memory registry (memory.c) --------------------------------------------------- */
+
+enum fc_mem { FC_MEM_PAGEABLE, FC_MEM_DEVICE, FC_MEM_PINNED, FC_MEM_REGISTERED };
+
+struct fc_mem_info {
+    enum fc_mem kind;
+    int device;      /* device memory: its device; pinned/registered: device current at allocation */
+    uintptr_t base;  /* the allocation or registered range (0 for pageable) */
+    size_t size;
+};
+
+/* Classifies p: pageable when no allocation or registered range contains it. */
+void fc_mem_lookup(const void *p, struct fc_mem_info *out);
+/* Whether [p, p+bytes) lies inside the allocation `m` describes. */
+bool fc_mem_covers(const struct fc_mem_info *m, const void *p, size_t bytes);
+
+/* --- streams, operations, captures (stream.c) --------------------------------------- */
+
+enum fc_stream_kind { FC_STREAM_USER, FC_STREAM_LEGACY, FC_STREAM_PER_THREAD };
+
+struct fc_capture {
+    uint64_t id;
+    enum cudaStreamCaptureMode mode;
+    pthread_t thread;          /* the thread that began it */
+    struct fc_stream *origin;  /* the stream it began on */
+    bool invalidated;
+    struct fc_capture *next;
+};
+
+struct fc_stream {
+    void *key;                 /* == this struct: the handle (user streams) */
+    UT_hash_handle hh;
+    enum fc_stream_kind kind;
+    int device;
+    unsigned flags;
+    int priority;
+    bool live;                 /* a user stream not destroyed */
+    uint64_t submitted;        /* sequence number of the last queued op */
+    uint64_t completed;        /* sequence number of the last completed op */
+    struct fc_op *head, *tail;
+    bool worker_running;
+    pthread_cond_t work;       /* the worker waits here for ops */
+    cudaError_t sticky;        /* asynchronous error, kept */
+    cudaError_t armed;         /* fakecuda_fail_stream: the next op fails with it */
+    struct fc_capture *capture;
+};
+
+struct fc_dep {
+    struct fc_stream *stream;
+    uint64_t seq;
+};
+
+struct fc_op;
+typedef void (*fc_run_fn)(struct fc_op *op, cudaError_t status);
+
+/* Payloads of the operations (copy.c, launch.c, event.c fill them). */
+enum fc_path {
+    FC_PATH_H2D_PINNED, FC_PATH_H2D_PAGEABLE, FC_PATH_D2H_PINNED, FC_PATH_D2H_PAGEABLE,
+    FC_PATH_H2H_PINNED, FC_PATH_H2H_PAGEABLE, FC_PATH_D2D, FC_PATH_PEER, FC_PATH_STAGED
+};
+
+struct fc_copy_op {
+    void *dst;
+    const void *src;
+    size_t dpitch, spitch, width, height;
+    enum fc_path path;
+    int device;             /* FC_PATH_D2D: the device whose engine it needs */
+    double duration_us;     /* modelled, scaled */
+    void *owned;            /* snapshot buffer to free (case B small) */
+};
+
+struct fc_memset_op {
+    void *dst;
+    int value;
+    size_t bytes;
+    double duration_us;
+};
+
+struct fc_kernel_op {
+    void (*fn)(void **args);
+    void **args;
+    void *owned;            /* copied argument values, freed after the run */
+};
+
+struct fc_host_op {
+    cudaHostFn_t fn;        /* cudaLaunchHostFunc */
+    cudaStreamCallback_t cb;/* cudaStreamAddCallback */
+    cudaStream_t handle;    /* what the callback is told */
+    void *data;
+};
+
+struct fc_record_op {
+    struct fc_event *event;
+    uint64_t gen;
+    double t_us;
+};
+
+struct fc_op {
+    struct fc_op *next;
+    struct fc_stream *stream;
+    uint64_t seq;
+    fc_run_fn run;          /* on the worker without locks; NULL for markers */
+    void (*complete)(struct fc_op *op); /* under fc_g.mu after the run; may be NULL */
+    bool counts_as_work;    /* FAKECUDA_FAULT_ASYNC counts it */
+    bool runs_after_error;  /* stream callbacks: run with the error as status */
+    cudaError_t fail;       /* injected: does not run, makes the stream sticky */
+    size_t ndeps, capdeps;
+    struct fc_dep *deps;
+    union {
+        struct fc_copy_op copy;
+        struct fc_memset_op memset;
+        struct fc_kernel_op kernel;
+        struct fc_host_op host;
+        struct fc_record_op record;
+    } u;
+};
+
+struct fc_device {
+    struct fc_stream *legacy;
+    bool peer_enabled[FC_MAX_DEVICES]; /* this device may access the peer */
+    int running_kernels;
+};
+
+struct fc_global {
+    pthread_mutex_t mu;
+    pthread_cond_t done;
+    struct fc_device dev[FC_MAX_DEVICES];
+    int ndev;
+    struct fc_stream *handles;   /* live user streams, by handle */
+    struct fc_stream **all;      /* every stream ever made (none is freed) */
+    size_t nall, capall;
+    struct fc_event *events;     /* live events, by handle */
+    struct fc_event *free_events;
+    struct fc_capture *captures; /* active capture sequences */
+    uint64_t next_capture_id;
+};
+
+extern struct fc_global fc_g;
+
+/* Resolves a stream handle under fc_g.mu. `per_thread`: the entry point is a
+ * _ptsz/_ptds one, where 0 means the per-thread default stream. */
+cudaError_t fc_stream_get(cudaStream_t handle, bool per_thread, struct fc_stream **out);
+bool fc_stream_blocking(const struct fc_stream *s);
+/* Under fc_g.mu: a new stream, appended to fc_g.all (user streams also enter
+ * fc_g.handles). NULL when out of memory. */
+struct fc_stream *fc_stream_new_locked(enum fc_stream_kind kind, int device, unsigned flags, int priority);
+
+/* Allocates an op (zeroed). Never NULL (aborts when out of memory). */
+struct fc_op *fc_op_new(fc_run_fn run);
+void fc_op_add_dep(struct fc_op *op, struct fc_stream *s, uint64_t seq);
+/* Under fc_g.mu: adds the legacy-stream dependencies, applies armed faults,
+ * queues the op on s and starts s's worker if needed. Returns its seq. */
+uint64_t fc_submit_locked(struct fc_stream *s, struct fc_op *op);
+/* Under fc_g.mu: waits until s completed seq. */
+void fc_wait_locked(struct fc_stream *s, uint64_t seq);
+/* Under fc_g.mu: waits for every stream of a device; returns the first sticky
+ * error found among them. */
+cudaError_t fc_device_sync_locked(int device);
+/* Locks fc_g.mu, synchronizes a device (implicit synchronization of the
+ * allocation calls), unlocks. */
+void fc_device_sync_implicit(int device);
+
+/* Capture rules (stream.c), under fc_g.mu: whether the calling thread may
+ * make a potentially unsafe call now; when not, invalidates the captures that
+ * forbid it and returns cudaErrorStreamCaptureUnsupported. */
+cudaError_t fc_capture_check_locked(void);
+/* Same, taking fc_g.mu itself. */
+cudaError_t fc_capture_check(void);
+struct fc_capture *fc_capture_find_locked(uint64_t id);
+
+/* --- events (event.c) --------------------------------------------------------------- */
+
+struct fc_event {
+    void *key;
+    UT_hash_handle hh;
+    struct fc_event *next_free;
+    int device;
+    unsigned flags;
+    uint64_t gen;              /* bumped by every record and by destroy */
+    bool recorded;
+    struct fc_stream *stream;
+    uint64_t seq;
+    bool timed;                /* t_us valid */
+    double t_us;
+    uint64_t capture_id;       /* last recorded inside this capture (0: not) */
+};
+
+/* --- time model (copy.c) -------------------------------------------------------------- */
+
+/* Modelled duration of `bytes` at `gbps`, with the per-copy latency, scaled. */
+double fc_copy_duration_us(size_t bytes, double gbps);
+
+#endif /* FAKECUDA_FC_H */

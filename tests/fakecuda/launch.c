@@ -1,0 +1,194 @@
+/* launch.c - work that runs code on a stream's worker: kernels (host
+ * functions `void fn(void **args)`, see fakecuda.h), host functions and
+ * stream callbacks. A running kernel keeps its device's compute engine busy
+ * (case D in copy.c). */
+#include "fc.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define FC_MAX_KERNEL_ARGS 32
+
+struct fc_kernel_sig {
+    const void *func;
+    unsigned nargs;
+    size_t sizes[FC_MAX_KERNEL_ARGS];
+    struct fc_kernel_sig *next;
+};
+
+static struct fc_kernel_sig *sigs;
+static pthread_mutex_t sigs_mu = PTHREAD_MUTEX_INITIALIZER;
+
+int fakecuda_register_kernel(const void *func, unsigned nargs, const size_t *arg_sizes)
+{
+    if (func == NULL || nargs > FC_MAX_KERNEL_ARGS || (nargs > 0 && arg_sizes == NULL))
+        return -1;
+    pthread_mutex_lock(&sigs_mu);
+    struct fc_kernel_sig *s = sigs;
+    while (s != NULL && s->func != func)
+        s = s->next;
+    if (s == NULL && (s = calloc(1, sizeof *s)) != NULL) {
+        s->func = func;
+        s->next = sigs;
+        sigs = s;
+    }
+    if (s != NULL) {
+        s->nargs = nargs;
+        if (nargs > 0)
+            memcpy(s->sizes, arg_sizes, nargs * sizeof *arg_sizes);
+    }
+    pthread_mutex_unlock(&sigs_mu);
+    return s != NULL ? 0 : -1;
+}
+
+/* Copies the argument values of a registered kernel into one block: the
+ * pointer array, then the values. NULL when the kernel is not registered. */
+static void *copy_args(const void *func, void **args)
+{
+    void *block = NULL;
+    pthread_mutex_lock(&sigs_mu);
+    const struct fc_kernel_sig *s = sigs;
+    while (s != NULL && s->func != func)
+        s = s->next;
+    if (s != NULL && (s->nargs == 0 || args != NULL)) {
+        size_t head = FC_MAX_KERNEL_ARGS * sizeof(void *), total = head;
+        for (unsigned i = 0; i < s->nargs; i++)
+            total += (s->sizes[i] + 15) & ~(size_t)15;
+        block = malloc(total);
+        if (block != NULL) {
+            void **ptrs = block;
+            char *at = (char *)block + head;
+            for (unsigned i = 0; i < s->nargs; i++) {
+                memcpy(at, args[i], s->sizes[i]);
+                ptrs[i] = at;
+                at += (s->sizes[i] + 15) & ~(size_t)15;
+            }
+        }
+    }
+    pthread_mutex_unlock(&sigs_mu);
+    return block;
+}
+
+static void kernel_run(struct fc_op *op, cudaError_t status)
+{
+    (void)status;
+    struct fc_device *dev = &fc_g.dev[op->stream->device];
+    pthread_mutex_lock(&fc_g.mu);
+    dev->running_kernels++;
+    pthread_mutex_unlock(&fc_g.mu);
+    op->u.kernel.fn(op->u.kernel.args);
+    pthread_mutex_lock(&fc_g.mu);
+    dev->running_kernels--;
+    pthread_cond_broadcast(&fc_g.done);
+    pthread_mutex_unlock(&fc_g.mu);
+}
+
+static void kernel_complete(struct fc_op *op)
+{
+    free(op->u.kernel.owned);
+}
+
+static cudaError_t launch_kernel(const void *func, dim3 grid, dim3 block, void **args, cudaStream_t stream,
+                                 bool per_thread)
+{
+    fc_init();
+    if (func == NULL)
+        return fc_ret(cudaErrorInvalidDeviceFunction);
+    if (grid.x == 0 || grid.y == 0 || grid.z == 0 || block.x == 0 || block.y == 0 || block.z == 0 ||
+        (unsigned long long)block.x * block.y * block.z > 1024)
+        return fc_ret(cudaErrorInvalidConfiguration);
+    void *owned = copy_args(func, args);
+    fc_api_touch(); /* a launch waits while a pageable D2H holds the API lock (case C) */
+    pthread_mutex_lock(&fc_g.mu);
+    struct fc_stream *s;
+    cudaError_t err = fc_stream_get(stream, per_thread, &s);
+    if (err == cudaSuccess && s->capture != NULL) {
+        fc_stat_add(captured_ops, 1);
+        free(owned);
+    } else if (err == cudaSuccess) {
+        struct fc_op *op = fc_op_new(kernel_run);
+        op->complete = kernel_complete;
+        op->counts_as_work = true;
+        op->u.kernel.fn = (void (*)(void **))func;
+        op->u.kernel.args = owned != NULL ? owned : args;
+        op->u.kernel.owned = owned;
+        fc_submit_locked(s, op);
+        fc_stat_add(kernels, 1);
+    } else {
+        free(owned);
+    }
+    pthread_mutex_unlock(&fc_g.mu);
+    return fc_ret(err);
+}
+
+cudaError_t cudaLaunchKernel(const void *func, dim3 grid, dim3 block, void **args, size_t shared_mem,
+                             cudaStream_t stream)
+{
+    (void)shared_mem;
+    return launch_kernel(func, grid, block, args, stream, false);
+}
+
+cudaError_t cudaLaunchKernel_ptsz(const void *func, dim3 grid, dim3 block, void **args, size_t shared_mem,
+                                  cudaStream_t stream)
+{
+    (void)shared_mem;
+    return launch_kernel(func, grid, block, args, stream, true);
+}
+
+/* --- host functions and callbacks ------------------------------------------------------- */
+
+static void host_run(struct fc_op *op, cudaError_t status)
+{
+    if (op->u.host.fn != NULL)
+        op->u.host.fn(op->u.host.data);
+    else
+        op->u.host.cb(op->u.host.handle, status, op->u.host.data);
+}
+
+static cudaError_t enqueue_host(cudaStream_t stream, bool per_thread, const struct fc_host_op *h)
+{
+    fc_init();
+    pthread_mutex_lock(&fc_g.mu);
+    struct fc_stream *s;
+    cudaError_t err = fc_stream_get(stream, per_thread, &s);
+    if (err == cudaSuccess && s->capture != NULL) {
+        fc_stat_add(captured_ops, 1);
+    } else if (err == cudaSuccess) {
+        struct fc_op *op = fc_op_new(host_run);
+        op->counts_as_work = true;
+        op->runs_after_error = h->cb != NULL; /* callbacks learn the error; host functions are skipped */
+        op->u.host = *h;
+        fc_submit_locked(s, op);
+        fc_stat_add(host_funcs, 1);
+    }
+    pthread_mutex_unlock(&fc_g.mu);
+    return fc_ret(err);
+}
+
+cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void *data)
+{
+    if (fn == NULL)
+        return fc_ret(cudaErrorInvalidValue);
+    return enqueue_host(stream, false, &(struct fc_host_op){.fn = fn, .data = data});
+}
+
+cudaError_t cudaLaunchHostFunc_ptsz(cudaStream_t stream, cudaHostFn_t fn, void *data)
+{
+    if (fn == NULL)
+        return fc_ret(cudaErrorInvalidValue);
+    return enqueue_host(stream, true, &(struct fc_host_op){.fn = fn, .data = data});
+}
+
+cudaError_t cudaStreamAddCallback(cudaStream_t stream, cudaStreamCallback_t cb, void *data, unsigned int flags)
+{
+    if (cb == NULL || flags != 0)
+        return fc_ret(cudaErrorInvalidValue);
+    return enqueue_host(stream, false, &(struct fc_host_op){.cb = cb, .handle = stream, .data = data});
+}
+
+cudaError_t cudaStreamAddCallback_ptsz(cudaStream_t stream, cudaStreamCallback_t cb, void *data, unsigned int flags)
+{
+    if (cb == NULL || flags != 0)
+        return fc_ret(cudaErrorInvalidValue);
+    return enqueue_host(stream, true, &(struct fc_host_op){.cb = cb, .handle = stream, .data = data});
+}

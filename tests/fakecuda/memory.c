@@ -1,0 +1,292 @@
+/* memory.c - device memory (host memory from posix_memalign, tagged with its
+ * device), pinned allocations and registered ranges, in one registry sorted
+ * by address. Anything the registry does not hold is pageable host memory.
+ * The allocation calls synchronize the device as the real runtime does. */
+#include "fc.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct fc_alloc {
+    uintptr_t base;
+    size_t size;
+    enum fc_mem kind;
+    int device;
+};
+
+static struct fc_alloc *allocs; /* sorted by base, no overlaps */
+static size_t nallocs, capallocs;
+static pthread_rwlock_t reg_lock = PTHREAD_RWLOCK_INITIALIZER;
+
+/* Index of the last allocation with base <= p, or -1. Under reg_lock. */
+static long find_le(uintptr_t p)
+{
+    long lo = 0, hi = (long)nallocs - 1, found = -1;
+    while (lo <= hi) {
+        long mid = lo + (hi - lo) / 2;
+        if (allocs[mid].base <= p) {
+            found = mid;
+            lo = mid + 1;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    return found;
+}
+
+static void remove_at(size_t i)
+{
+    memmove(&allocs[i], &allocs[i + 1], (nallocs - i - 1) * sizeof *allocs);
+    nallocs--;
+}
+
+/* Whether any entry overlaps [base, base+size). Under reg_lock. */
+static long first_overlap(uintptr_t base, size_t size)
+{
+    long i = find_le(base + size - 1);
+    if (i >= 0 && allocs[i].base + allocs[i].size > base)
+        return i;
+    return -1;
+}
+
+/* Adds a range. A fresh allocation (`fresh`) drops registered ranges it
+ * overlaps: their memory was freed without cudaHostUnregister. Returns false
+ * when a registration overlaps (cudaErrorHostMemoryAlreadyRegistered) or
+ * memory is short. */
+static bool reg_insert(struct fc_alloc a, bool fresh)
+{
+    bool ok = false;
+    pthread_rwlock_wrlock(&reg_lock);
+    long i;
+    while ((i = first_overlap(a.base, a.size)) >= 0 && fresh && allocs[i].kind == FC_MEM_REGISTERED)
+        remove_at((size_t)i);
+    if (i >= 0)
+        goto out;
+    if (nallocs == capallocs) {
+        size_t cap = capallocs ? 2 * capallocs : 256;
+        struct fc_alloc *n = realloc(allocs, cap * sizeof *n);
+        if (n == NULL)
+            goto out;
+        allocs = n;
+        capallocs = cap;
+    }
+    size_t at = (size_t)(find_le(a.base) + 1);
+    memmove(&allocs[at + 1], &allocs[at], (nallocs - at) * sizeof *allocs);
+    allocs[at] = a;
+    nallocs++;
+    ok = true;
+out:
+    pthread_rwlock_unlock(&reg_lock);
+    return ok;
+}
+
+/* Finds the entry that starts exactly at p and has kind `kind`. */
+static bool reg_find_base(const void *p, enum fc_mem kind, struct fc_alloc *out)
+{
+    pthread_rwlock_rdlock(&reg_lock);
+    long i = find_le((uintptr_t)p);
+    bool found = i >= 0 && allocs[i].base == (uintptr_t)p && allocs[i].kind == kind;
+    if (found)
+        *out = allocs[i];
+    pthread_rwlock_unlock(&reg_lock);
+    return found;
+}
+
+static void reg_remove_base(const void *p)
+{
+    pthread_rwlock_wrlock(&reg_lock);
+    long i = find_le((uintptr_t)p);
+    if (i >= 0 && allocs[i].base == (uintptr_t)p)
+        remove_at((size_t)i);
+    pthread_rwlock_unlock(&reg_lock);
+}
+
+void fc_mem_lookup(const void *p, struct fc_mem_info *out)
+{
+    *out = (struct fc_mem_info){.kind = FC_MEM_PAGEABLE, .device = -1};
+    pthread_rwlock_rdlock(&reg_lock);
+    long i = find_le((uintptr_t)p);
+    if (i >= 0 && (uintptr_t)p - allocs[i].base < allocs[i].size)
+        *out = (struct fc_mem_info){allocs[i].kind, allocs[i].device, allocs[i].base, allocs[i].size};
+    pthread_rwlock_unlock(&reg_lock);
+}
+
+bool fc_mem_covers(const struct fc_mem_info *m, const void *p, size_t bytes)
+{
+    uintptr_t off = (uintptr_t)p - m->base;
+    return m->kind != FC_MEM_PAGEABLE && off <= m->size && bytes <= m->size - off;
+}
+
+/* --- device memory ------------------------------------------------------------------------ */
+
+cudaError_t cudaMalloc(void **ptr, size_t size)
+{
+    fc_init();
+    if (ptr == NULL)
+        return fc_ret(cudaErrorInvalidValue);
+    cudaError_t err = fc_capture_check();
+    if (err == cudaSuccess)
+        err = fc_fault(FAKECUDA_FAULT_MALLOC);
+    if (err != cudaSuccess)
+        return fc_ret(err);
+    if (size == 0) {
+        *ptr = NULL;
+        return cudaSuccess;
+    }
+    void *p;
+    if (posix_memalign(&p, 256, size) != 0)
+        return fc_ret(cudaErrorMemoryAllocation);
+    if (!reg_insert((struct fc_alloc){(uintptr_t)p, size, FC_MEM_DEVICE, fc_current_device()}, true)) {
+        free(p);
+        return fc_ret(cudaErrorMemoryAllocation);
+    }
+    *ptr = p;
+    return cudaSuccess;
+}
+
+cudaError_t cudaFree(void *ptr)
+{
+    fc_init();
+    if (ptr == NULL)
+        return cudaSuccess;
+    cudaError_t err = fc_capture_check();
+    if (err != cudaSuccess)
+        return fc_ret(err);
+    struct fc_alloc a;
+    if (!reg_find_base(ptr, FC_MEM_DEVICE, &a))
+        return fc_ret(cudaErrorInvalidValue);
+    fc_device_sync_implicit(a.device); /* no queued work may still use it */
+    reg_remove_base(ptr);
+    free(ptr);
+    return cudaSuccess;
+}
+
+/* --- pinned and registered host memory --------------------------------------------------- */
+
+cudaError_t cudaHostAlloc(void **ptr, size_t size, unsigned int flags)
+{
+    fc_init();
+    if (ptr == NULL || (flags & ~(unsigned)(cudaHostAllocPortable | cudaHostAllocMapped | cudaHostAllocWriteCombined)))
+        return fc_ret(cudaErrorInvalidValue);
+    cudaError_t err = fc_capture_check();
+    if (err == cudaSuccess)
+        err = fc_fault(FAKECUDA_FAULT_HOST_ALLOC);
+    if (err != cudaSuccess)
+        return fc_ret(err);
+    int dev = fc_current_device();
+    fc_device_sync_implicit(dev);
+    if (size == 0) {
+        *ptr = NULL;
+        return cudaSuccess;
+    }
+    void *p;
+    if (posix_memalign(&p, 4096, size) != 0)
+        return fc_ret(cudaErrorMemoryAllocation);
+    if (!reg_insert((struct fc_alloc){(uintptr_t)p, size, FC_MEM_PINNED, dev}, true)) {
+        free(p);
+        return fc_ret(cudaErrorMemoryAllocation);
+    }
+    fc_stat_add(pinned_allocs, 1);
+    *ptr = p;
+    return cudaSuccess;
+}
+
+cudaError_t cudaMallocHost(void **ptr, size_t size)
+{
+    return cudaHostAlloc(ptr, size, cudaHostAllocDefault);
+}
+
+cudaError_t cudaFreeHost(void *ptr)
+{
+    fc_init();
+    if (ptr == NULL)
+        return cudaSuccess;
+    cudaError_t err = fc_capture_check();
+    if (err != cudaSuccess)
+        return fc_ret(err);
+    struct fc_alloc a;
+    if (!reg_find_base(ptr, FC_MEM_PINNED, &a))
+        return fc_ret(cudaErrorInvalidValue);
+    fc_device_sync_implicit(fc_current_device());
+    reg_remove_base(ptr);
+    free(ptr);
+    return cudaSuccess;
+}
+
+cudaError_t cudaHostRegister(void *ptr, size_t size, unsigned int flags)
+{
+    fc_init();
+    if (ptr == NULL || size == 0 ||
+        (flags & ~(unsigned)(cudaHostRegisterPortable | cudaHostRegisterMapped | cudaHostRegisterIoMemory |
+                             cudaHostRegisterReadOnly)))
+        return fc_ret(cudaErrorInvalidValue);
+    cudaError_t err = fc_capture_check();
+    if (err == cudaSuccess)
+        err = fc_fault(FAKECUDA_FAULT_HOST_REGISTER);
+    if (err != cudaSuccess)
+        return fc_ret(err);
+    int dev = fc_current_device();
+    fc_device_sync_implicit(dev);
+    if (!reg_insert((struct fc_alloc){(uintptr_t)ptr, size, FC_MEM_REGISTERED, dev}, false))
+        return fc_ret(cudaErrorHostMemoryAlreadyRegistered);
+    return cudaSuccess;
+}
+
+cudaError_t cudaHostUnregister(void *ptr)
+{
+    fc_init();
+    cudaError_t err = fc_capture_check();
+    if (err != cudaSuccess)
+        return fc_ret(err);
+    struct fc_alloc a;
+    if (ptr == NULL || !reg_find_base(ptr, FC_MEM_REGISTERED, &a))
+        return fc_ret(cudaErrorHostMemoryNotRegistered);
+    fc_device_sync_implicit(fc_current_device());
+    reg_remove_base(ptr);
+    return cudaSuccess;
+}
+
+cudaError_t cudaHostGetDevicePointer(void **dev_ptr, void *host_ptr, unsigned int flags)
+{
+    fc_init();
+    struct fc_mem_info m;
+    fc_mem_lookup(host_ptr, &m);
+    if (dev_ptr == NULL || flags != 0 || host_ptr == NULL || (m.kind != FC_MEM_PINNED && m.kind != FC_MEM_REGISTERED))
+        return fc_ret(cudaErrorInvalidValue);
+    *dev_ptr = host_ptr; /* mapped at the same address (UVA) */
+    return cudaSuccess;
+}
+
+/* What CUDA 13.0 answers (probe/probe_real.c on an H100, driver 580): device
+ * memory {Device, its device, ptr, NULL}; pinned or registered {Host, device
+ * current at allocation, ptr, ptr}; anything else, NULL included, succeeds as
+ * {Unregistered, -2 (cudaInvalidDeviceId), NULL, ptr}. */
+cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *attr, const void *ptr)
+{
+    fc_init();
+    if (attr == NULL)
+        return fc_ret(cudaErrorInvalidValue);
+    struct fc_mem_info m;
+    fc_mem_lookup(ptr, &m);
+    memset(attr, 0, sizeof *attr);
+    switch (m.kind) {
+    case FC_MEM_DEVICE:
+        attr->type = cudaMemoryTypeDevice;
+        attr->device = m.device;
+        attr->devicePointer = (void *)ptr;
+        break;
+    case FC_MEM_PINNED:
+    case FC_MEM_REGISTERED:
+        attr->type = cudaMemoryTypeHost;
+        attr->device = m.device;
+        attr->devicePointer = (void *)ptr;
+        attr->hostPointer = (void *)ptr;
+        break;
+    case FC_MEM_PAGEABLE:
+        attr->type = cudaMemoryTypeUnregistered;
+        attr->device = cudaInvalidDeviceId;
+        attr->hostPointer = (void *)ptr;
+        break;
+    }
+    return cudaSuccess;
+}

@@ -1,0 +1,607 @@
+/* stream.c - streams: each one a FIFO of operations run in order by a worker
+ * thread of its own, started on demand and gone after a while idle.
+ * Dependencies between streams are (stream, sequence number) pairs: an op
+ * runs once every stream it depends on has completed that number. The legacy
+ * default stream's ordering with blocking streams is added here, at submission
+ * time. Also the capture state (a flag per stream, with the rules of
+ * cudaThreadExchangeStreamCaptureMode) and the stream API. */
+#include "fc.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+/* A worker that found nothing to do for this long exits. */
+#define FC_WORKER_IDLE_US 200000.0
+
+static __thread struct fc_stream *tls_per_thread[FC_MAX_DEVICES];
+static __thread enum cudaStreamCaptureMode tls_capture_mode = cudaStreamCaptureModeGlobal;
+
+static void *fc_xcalloc(size_t n, size_t size)
+{
+    void *p = calloc(n, size);
+    if (p == NULL) {
+        fputs("fakecuda: out of memory\n", stderr);
+        abort();
+    }
+    return p;
+}
+
+bool fc_stream_blocking(const struct fc_stream *s)
+{
+    return s->kind != FC_STREAM_LEGACY && !(s->flags & cudaStreamNonBlocking);
+}
+
+struct fc_stream *fc_stream_new_locked(enum fc_stream_kind kind, int device, unsigned flags, int priority)
+{
+    struct fc_stream *s = NULL;
+    /* A destroyed user stream whose work is done is taken again. Its
+     * sequence numbers go on, so old dependencies on it stay satisfied. */
+    for (size_t i = 0; kind == FC_STREAM_USER && i < fc_g.nall && s == NULL; i++) {
+        struct fc_stream *t = fc_g.all[i];
+        if (t->kind == FC_STREAM_USER && !t->live && t->head == NULL)
+            s = t;
+    }
+    if (s == NULL) {
+        if (fc_g.nall == fc_g.capall) {
+            size_t cap = fc_g.capall ? 2 * fc_g.capall : 64;
+            struct fc_stream **all = realloc(fc_g.all, cap * sizeof *all);
+            if (all == NULL)
+                return NULL;
+            fc_g.all = all;
+            fc_g.capall = cap;
+        }
+        s = calloc(1, sizeof *s);
+        if (s == NULL)
+            return NULL;
+        fc_cond_init(&s->work);
+        s->key = s;
+        fc_g.all[fc_g.nall++] = s;
+    }
+    s->kind = kind;
+    s->device = device;
+    s->flags = flags;
+    s->priority = priority;
+    s->sticky = cudaSuccess;
+    s->armed = cudaSuccess;
+    s->capture = NULL;
+    if (kind == FC_STREAM_USER) {
+        s->live = true;
+        HASH_ADD_PTR(fc_g.handles, key, s);
+    }
+    return s;
+}
+
+static struct fc_stream *per_thread_locked(int device)
+{
+    if (tls_per_thread[device] == NULL)
+        tls_per_thread[device] = fc_stream_new_locked(FC_STREAM_PER_THREAD, device, 0, 0);
+    return tls_per_thread[device];
+}
+
+cudaError_t fc_stream_get(cudaStream_t handle, bool per_thread, struct fc_stream **out)
+{
+    int dev = fc_current_device();
+    struct fc_stream *s = NULL;
+    if (handle == NULL)
+        s = per_thread ? per_thread_locked(dev) : fc_g.dev[dev].legacy;
+    else if (handle == cudaStreamLegacy)
+        s = fc_g.dev[dev].legacy;
+    else if (handle == cudaStreamPerThread)
+        s = per_thread_locked(dev);
+    else
+        HASH_FIND_PTR(fc_g.handles, &handle, s);
+    if (s == NULL)
+        return cudaErrorInvalidResourceHandle;
+    *out = s;
+    return cudaSuccess;
+}
+
+/* --- operations and workers ------------------------------------------------------------- */
+
+struct fc_op *fc_op_new(fc_run_fn run)
+{
+    struct fc_op *op = fc_xcalloc(1, sizeof *op);
+    op->run = run;
+    return op;
+}
+
+void fc_op_add_dep(struct fc_op *op, struct fc_stream *s, uint64_t seq)
+{
+    if (s->completed >= seq)
+        return;
+    if (op->ndeps == op->capdeps) {
+        op->capdeps = op->capdeps ? 2 * op->capdeps : 4;
+        op->deps = realloc(op->deps, op->capdeps * sizeof *op->deps);
+        if (op->deps == NULL) {
+            fputs("fakecuda: out of memory\n", stderr);
+            abort();
+        }
+    }
+    op->deps[op->ndeps++] = (struct fc_dep){s, seq};
+}
+
+static bool deps_done(const struct fc_op *op)
+{
+    for (size_t i = 0; i < op->ndeps; i++)
+        if (op->deps[i].stream->completed < op->deps[i].seq)
+            return false;
+    return true;
+}
+
+static void *worker_main(void *arg)
+{
+    struct fc_stream *s = arg;
+    pthread_mutex_lock(&fc_g.mu);
+    for (;;) {
+        struct fc_op *op = s->head;
+        if (op == NULL) {
+            double deadline = fc_now_us() + FC_WORKER_IDLE_US;
+            while (s->head == NULL && fc_cond_wait_until(&s->work, &fc_g.mu, deadline))
+                ;
+            if (s->head == NULL)
+                break;
+            continue;
+        }
+        while (!deps_done(op))
+            pthread_cond_wait(&fc_g.done, &fc_g.mu);
+        if (op->fail != cudaSuccess && s->sticky == cudaSuccess) {
+            s->sticky = op->fail;
+            fc_stat_add(async_errors, 1);
+        }
+        cudaError_t status = s->sticky;
+        pthread_mutex_unlock(&fc_g.mu);
+
+        if (op->run != NULL && (status == cudaSuccess || op->runs_after_error))
+            op->run(op, status);
+
+        pthread_mutex_lock(&fc_g.mu);
+        s->head = op->next;
+        if (s->head == NULL)
+            s->tail = NULL;
+        s->completed = op->seq;
+        if (op->complete != NULL)
+            op->complete(op);
+        pthread_cond_broadcast(&fc_g.done);
+        free(op->deps);
+        free(op);
+    }
+    s->worker_running = false;
+    fc_stat_add(workers_running, -1);
+    pthread_mutex_unlock(&fc_g.mu);
+    return NULL;
+}
+
+static void start_worker_locked(struct fc_stream *s)
+{
+    pthread_attr_t attr;
+    pthread_t tid;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    int rc = pthread_create(&tid, &attr, worker_main, s);
+    pthread_attr_destroy(&attr);
+    if (rc != 0) {
+        fprintf(stderr, "fakecuda: cannot start a stream worker thread (error %d)\n", rc);
+        abort();
+    }
+    s->worker_running = true;
+    fc_stat_add(workers_started, 1);
+    fc_stat_add(workers_running, 1);
+}
+
+uint64_t fc_submit_locked(struct fc_stream *s, struct fc_op *op)
+{
+    /* Legacy default stream: its work waits for earlier work of every
+     * blocking stream of the device, and theirs for earlier legacy work. */
+    if (s->kind == FC_STREAM_LEGACY) {
+        for (size_t i = 0; i < fc_g.nall; i++) {
+            struct fc_stream *t = fc_g.all[i];
+            if (t != s && t->device == s->device && fc_stream_blocking(t))
+                fc_op_add_dep(op, t, t->submitted);
+        }
+    } else if (fc_stream_blocking(s)) {
+        struct fc_stream *legacy = fc_g.dev[s->device].legacy;
+        fc_op_add_dep(op, legacy, legacy->submitted);
+    }
+    if (s->armed != cudaSuccess) {
+        op->fail = s->armed;
+        s->armed = cudaSuccess;
+    } else if (op->counts_as_work) {
+        op->fail = fc_fault(FAKECUDA_FAULT_ASYNC);
+    }
+    op->stream = s;
+    op->seq = ++s->submitted;
+    op->next = NULL;
+    if (s->tail != NULL)
+        s->tail->next = op;
+    else
+        s->head = op;
+    s->tail = op;
+    if (!s->worker_running)
+        start_worker_locked(s);
+    else
+        pthread_cond_signal(&s->work);
+    return op->seq;
+}
+
+void fc_wait_locked(struct fc_stream *s, uint64_t seq)
+{
+    while (s->completed < seq)
+        pthread_cond_wait(&fc_g.done, &fc_g.mu);
+}
+
+/* Everything issued to s so far. For the legacy stream that includes the
+ * earlier work of the device's blocking streams, as on a real device. */
+static void drain_locked(struct fc_stream *s)
+{
+    if (s->kind == FC_STREAM_LEGACY) {
+        for (size_t i = 0; i < fc_g.nall; i++) {
+            struct fc_stream *t = fc_g.all[i];
+            if (t->device == s->device && fc_stream_blocking(t))
+                fc_wait_locked(t, t->submitted);
+        }
+    }
+    fc_wait_locked(s, s->submitted);
+}
+
+static bool drained_locked(const struct fc_stream *s)
+{
+    if (s->kind == FC_STREAM_LEGACY) {
+        for (size_t i = 0; i < fc_g.nall; i++) {
+            const struct fc_stream *t = fc_g.all[i];
+            if (t->device == s->device && fc_stream_blocking(t) && t->completed < t->submitted)
+                return false;
+        }
+    }
+    return s->completed >= s->submitted;
+}
+
+cudaError_t fc_device_sync_locked(int device)
+{
+    cudaError_t err = cudaSuccess;
+    for (size_t i = 0; i < fc_g.nall; i++) { /* fc_g.all may grow while we wait */
+        struct fc_stream *t = fc_g.all[i];
+        if (t->device != device)
+            continue;
+        fc_wait_locked(t, t->submitted);
+        if (err == cudaSuccess)
+            err = t->sticky;
+    }
+    return err;
+}
+
+void fc_device_sync_implicit(int device)
+{
+    pthread_mutex_lock(&fc_g.mu);
+    fc_device_sync_locked(device);
+    pthread_mutex_unlock(&fc_g.mu);
+    fc_stat_add(implicit_syncs, 1);
+}
+
+/* --- capture ------------------------------------------------------------------------------ */
+
+cudaError_t fc_capture_check_locked(void)
+{
+    if (tls_capture_mode == cudaStreamCaptureModeRelaxed)
+        return cudaSuccess;
+    pthread_t self = pthread_self();
+    bool forbidden = false;
+    for (struct fc_capture *c = fc_g.captures; c != NULL; c = c->next) {
+        bool mine = pthread_equal(c->thread, self);
+        if ((mine && c->mode != cudaStreamCaptureModeRelaxed) ||
+            (!mine && c->mode == cudaStreamCaptureModeGlobal && tls_capture_mode == cudaStreamCaptureModeGlobal)) {
+            c->invalidated = true;
+            forbidden = true;
+        }
+    }
+    return forbidden ? cudaErrorStreamCaptureUnsupported : cudaSuccess;
+}
+
+cudaError_t fc_capture_check(void)
+{
+    pthread_mutex_lock(&fc_g.mu);
+    cudaError_t err = fc_capture_check_locked();
+    pthread_mutex_unlock(&fc_g.mu);
+    return err;
+}
+
+struct fc_capture *fc_capture_find_locked(uint64_t id)
+{
+    struct fc_capture *c = fc_g.captures;
+    while (c != NULL && c->id != id)
+        c = c->next;
+    return c;
+}
+
+/* Ends capture c: no stream captures into it any more. */
+static void capture_end_locked(struct fc_capture *c)
+{
+    for (size_t i = 0; i < fc_g.nall; i++)
+        if (fc_g.all[i]->capture == c)
+            fc_g.all[i]->capture = NULL;
+    for (struct fc_capture **p = &fc_g.captures; *p != NULL; p = &(*p)->next) {
+        if (*p == c) {
+            *p = c->next;
+            break;
+        }
+    }
+    free(c);
+}
+
+static cudaError_t begin_capture(cudaStream_t stream, enum cudaStreamCaptureMode mode, bool per_thread)
+{
+    fc_init();
+    if ((unsigned)mode > cudaStreamCaptureModeRelaxed)
+        return fc_ret(cudaErrorInvalidValue);
+    pthread_mutex_lock(&fc_g.mu);
+    struct fc_stream *s;
+    cudaError_t err = fc_stream_get(stream, per_thread, &s);
+    if (err == cudaSuccess && s->kind == FC_STREAM_LEGACY)
+        err = cudaErrorStreamCaptureUnsupported;
+    else if (err == cudaSuccess && s->capture != NULL)
+        err = cudaErrorIllegalState;
+    if (err == cudaSuccess) {
+        struct fc_capture *c = fc_xcalloc(1, sizeof *c);
+        c->id = ++fc_g.next_capture_id;
+        c->mode = mode;
+        c->thread = pthread_self();
+        c->origin = s;
+        c->next = fc_g.captures;
+        fc_g.captures = c;
+        s->capture = c;
+    }
+    pthread_mutex_unlock(&fc_g.mu);
+    return fc_ret(err);
+}
+
+static cudaError_t end_capture(cudaStream_t stream, cudaGraph_t *graph, bool per_thread)
+{
+    fc_init();
+    if (graph == NULL)
+        return fc_ret(cudaErrorInvalidValue);
+    pthread_mutex_lock(&fc_g.mu);
+    struct fc_stream *s;
+    cudaError_t err = fc_stream_get(stream, per_thread, &s);
+    struct fc_capture *c = err == cudaSuccess ? s->capture : NULL;
+    if (err == cudaSuccess && c == NULL) {
+        err = cudaErrorIllegalState;
+    } else if (c != NULL && c->mode != cudaStreamCaptureModeRelaxed && !pthread_equal(c->thread, pthread_self())) {
+        err = cudaErrorStreamCaptureWrongThread;
+    } else if (c != NULL && c->origin != s) {
+        c->invalidated = true;
+        err = cudaErrorStreamCaptureUnmatched;
+    } else if (c != NULL) {
+        err = c->invalidated ? cudaErrorStreamCaptureInvalidated : cudaSuccess;
+        capture_end_locked(c);
+        *graph = NULL; /* fakecuda builds no graphs */
+    }
+    pthread_mutex_unlock(&fc_g.mu);
+    return fc_ret(err);
+}
+
+static cudaError_t is_capturing(cudaStream_t stream, enum cudaStreamCaptureStatus *status, bool per_thread)
+{
+    fc_init();
+    if (status == NULL)
+        return fc_ret(cudaErrorInvalidValue);
+    pthread_mutex_lock(&fc_g.mu);
+    struct fc_stream *s;
+    cudaError_t err = fc_stream_get(stream, per_thread, &s);
+    if (err == cudaSuccess)
+        *status = s->capture == NULL       ? cudaStreamCaptureStatusNone
+                  : s->capture->invalidated ? cudaStreamCaptureStatusInvalidated
+                                            : cudaStreamCaptureStatusActive;
+    pthread_mutex_unlock(&fc_g.mu);
+    return fc_ret(err);
+}
+
+cudaError_t cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCaptureMode mode)
+{
+    return begin_capture(stream, mode, false);
+}
+
+cudaError_t cudaStreamBeginCapture_ptsz(cudaStream_t stream, enum cudaStreamCaptureMode mode)
+{
+    return begin_capture(stream, mode, true);
+}
+
+cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *graph)
+{
+    return end_capture(stream, graph, false);
+}
+
+cudaError_t cudaStreamEndCapture_ptsz(cudaStream_t stream, cudaGraph_t *graph)
+{
+    return end_capture(stream, graph, true);
+}
+
+cudaError_t cudaStreamIsCapturing(cudaStream_t stream, enum cudaStreamCaptureStatus *status)
+{
+    return is_capturing(stream, status, false);
+}
+
+cudaError_t cudaStreamIsCapturing_ptsz(cudaStream_t stream, enum cudaStreamCaptureStatus *status)
+{
+    return is_capturing(stream, status, true);
+}
+
+cudaError_t cudaThreadExchangeStreamCaptureMode(enum cudaStreamCaptureMode *mode)
+{
+    if (mode == NULL || (unsigned)*mode > cudaStreamCaptureModeRelaxed)
+        return fc_ret(cudaErrorInvalidValue);
+    enum cudaStreamCaptureMode old = tls_capture_mode;
+    tls_capture_mode = *mode;
+    *mode = old;
+    return cudaSuccess;
+}
+
+/* --- the stream API ----------------------------------------------------------------------- */
+
+static cudaError_t stream_create(cudaStream_t *out, unsigned flags, int priority)
+{
+    fc_init();
+    if (out == NULL || (flags & ~(unsigned)cudaStreamNonBlocking) != 0)
+        return fc_ret(cudaErrorInvalidValue);
+    cudaError_t err = fc_fault(FAKECUDA_FAULT_STREAM_CREATE);
+    if (err != cudaSuccess)
+        return fc_ret(err);
+    /* priorities of an H100: -5 (greatest) to 0; others are clamped */
+    priority = priority < -5 ? -5 : priority > 0 ? 0 : priority;
+    pthread_mutex_lock(&fc_g.mu);
+    struct fc_stream *s = fc_stream_new_locked(FC_STREAM_USER, fc_current_device(), flags, priority);
+    pthread_mutex_unlock(&fc_g.mu);
+    if (s == NULL)
+        return fc_ret(cudaErrorMemoryAllocation);
+    fc_stat_add(streams_created, 1);
+    *out = (cudaStream_t)s;
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamCreate(cudaStream_t *stream)
+{
+    return stream_create(stream, cudaStreamDefault, 0);
+}
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned int flags)
+{
+    return stream_create(stream, flags, 0);
+}
+
+cudaError_t cudaStreamCreateWithPriority(cudaStream_t *stream, unsigned int flags, int priority)
+{
+    return stream_create(stream, flags, priority);
+}
+
+cudaError_t cudaStreamDestroy(cudaStream_t stream)
+{
+    fc_init();
+    pthread_mutex_lock(&fc_g.mu);
+    struct fc_stream *s = NULL;
+    if (stream != NULL && stream != cudaStreamLegacy && stream != cudaStreamPerThread)
+        HASH_FIND_PTR(fc_g.handles, &stream, s);
+    if (s != NULL) {
+        /* Queued work still runs, as on a real device. */
+        if (s->capture != NULL)
+            capture_end_locked(s->capture);
+        HASH_DEL(fc_g.handles, s);
+        s->live = false;
+    }
+    pthread_mutex_unlock(&fc_g.mu);
+    return fc_ret(s != NULL ? cudaSuccess : cudaErrorInvalidResourceHandle);
+}
+
+static cudaError_t stream_synchronize(cudaStream_t stream, bool per_thread)
+{
+    fc_init();
+    pthread_mutex_lock(&fc_g.mu);
+    struct fc_stream *s;
+    cudaError_t err = fc_stream_get(stream, per_thread, &s);
+    if (err == cudaSuccess && s->capture != NULL) {
+        s->capture->invalidated = true;
+        err = cudaErrorStreamCaptureUnsupported;
+    }
+    if (err == cudaSuccess)
+        err = fc_capture_check_locked();
+    if (err == cudaSuccess) {
+        drain_locked(s);
+        err = s->sticky;
+    }
+    pthread_mutex_unlock(&fc_g.mu);
+    return fc_ret(err);
+}
+
+static cudaError_t stream_query(cudaStream_t stream, bool per_thread)
+{
+    fc_init();
+    pthread_mutex_lock(&fc_g.mu);
+    struct fc_stream *s;
+    cudaError_t err = fc_stream_get(stream, per_thread, &s);
+    if (err == cudaSuccess && s->capture != NULL) {
+        s->capture->invalidated = true;
+        err = cudaErrorStreamCaptureUnsupported;
+    }
+    if (err == cudaSuccess)
+        err = fc_capture_check_locked();
+    if (err == cudaSuccess)
+        err = s->sticky != cudaSuccess ? s->sticky : drained_locked(s) ? cudaSuccess : cudaErrorNotReady;
+    pthread_mutex_unlock(&fc_g.mu);
+    return fc_ret(err);
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t stream)
+{
+    return stream_synchronize(stream, false);
+}
+
+cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t stream)
+{
+    return stream_synchronize(stream, true);
+}
+
+cudaError_t cudaStreamQuery(cudaStream_t stream)
+{
+    return stream_query(stream, false);
+}
+
+cudaError_t cudaStreamQuery_ptsz(cudaStream_t stream)
+{
+    return stream_query(stream, true);
+}
+
+static cudaError_t stream_get_flags(cudaStream_t stream, unsigned *flags, bool per_thread)
+{
+    fc_init();
+    if (flags == NULL)
+        return fc_ret(cudaErrorInvalidValue);
+    pthread_mutex_lock(&fc_g.mu);
+    struct fc_stream *s;
+    cudaError_t err = fc_stream_get(stream, per_thread, &s);
+    if (err == cudaSuccess)
+        *flags = s->flags;
+    pthread_mutex_unlock(&fc_g.mu);
+    return fc_ret(err);
+}
+
+static cudaError_t stream_get_device(cudaStream_t stream, int *device, bool per_thread)
+{
+    fc_init();
+    if (device == NULL)
+        return fc_ret(cudaErrorInvalidValue);
+    pthread_mutex_lock(&fc_g.mu);
+    struct fc_stream *s;
+    cudaError_t err = fc_stream_get(stream, per_thread, &s);
+    if (err == cudaSuccess)
+        *device = s->device;
+    pthread_mutex_unlock(&fc_g.mu);
+    return fc_ret(err);
+}
+
+cudaError_t cudaStreamGetFlags(cudaStream_t stream, unsigned int *flags)
+{
+    return stream_get_flags(stream, flags, false);
+}
+
+cudaError_t cudaStreamGetFlags_ptsz(cudaStream_t stream, unsigned int *flags)
+{
+    return stream_get_flags(stream, flags, true);
+}
+
+cudaError_t cudaStreamGetDevice(cudaStream_t stream, int *device)
+{
+    return stream_get_device(stream, device, false);
+}
+
+cudaError_t cudaStreamGetDevice_ptsz(cudaStream_t stream, int *device)
+{
+    return stream_get_device(stream, device, true);
+}
+
+cudaError_t cudaDeviceSynchronize(void)
+{
+    fc_init();
+    pthread_mutex_lock(&fc_g.mu);
+    cudaError_t err = fc_capture_check_locked();
+    if (err == cudaSuccess)
+        err = fc_device_sync_locked(fc_current_device());
+    pthread_mutex_unlock(&fc_g.mu);
+    return fc_ret(err);
+}
