@@ -1,0 +1,224 @@
+/* hostcopy.c - memcpy on several threads (hostcopy.h).
+ *
+ * One job per call, on the caller's stack: the copy cut into parts. The
+ * caller puts the job on the pool's queue, wakes the workers, then claims
+ * parts itself like any worker; when no part is left it waits until every
+ * claimed part is done. Claiming a part and counting it done both happen
+ * under the pool mutex, so a job leaves the queue when its last part is
+ * claimed and nobody touches it after the caller saw its last part done:
+ * the job can live on the caller's stack. A caller never waits for a worker
+ * to start: if the workers are busy with other jobs, it copies every part
+ * itself. */
+#include "hostcopy.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "config.h"
+#include "log.h"
+
+#define HC_MAX_WORKERS 63            /* copy_threads is at most 64, the caller included */
+#define HC_MIN_PART (256u << 10)     /* no part smaller than this */
+#define HC_PARTS_PER_THREAD 2        /* more parts than threads: a late worker costs less */
+#define HC_PART_ALIGN 4096u          /* part boundaries on page boundaries of the source offset */
+#define HC_STACK_BYTES (256u << 10)
+
+struct hc_job {
+    char *dst;
+    const char *src;
+    size_t bytes;
+    size_t part_bytes;
+    unsigned nparts;
+    unsigned next;  /* next part to claim (under pool.mu) */
+    unsigned done;  /* parts copied (under pool.mu) */
+    struct hc_job *queue_next;
+};
+
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t work;  /* workers wait here for a job */
+    pthread_cond_t done;  /* callers wait here for their last part */
+    struct hc_job *head;  /* jobs with parts left to claim, oldest first */
+    unsigned spawned;     /* under mu */
+    bool spawn_failed;    /* under mu: stop trying */
+} pool = {
+    .mu = PTHREAD_MUTEX_INITIALIZER,
+    .work = PTHREAD_COND_INITIALIZER,
+    .done = PTHREAD_COND_INITIALIZER,
+};
+
+static atomic_uint workers;      /* == pool.spawned, readable without the lock */
+static atomic_bool in_child;     /* after fork(): the pool does not exist here */
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+static int spawn_warned;
+
+static void after_fork_child(void)
+{
+    atomic_store(&in_child, true);
+}
+
+static void register_atfork(void)
+{
+    pthread_atfork(NULL, NULL, after_fork_child);
+}
+
+unsigned us_hostcopy_workers(void)
+{
+    return atomic_load(&workers);
+}
+
+static void copy_part(struct hc_job *job, unsigned idx)
+{
+    size_t off = (size_t)idx * job->part_bytes;
+    size_t n = job->bytes - off < job->part_bytes ? job->bytes - off : job->part_bytes;
+    memcpy(job->dst + off, job->src + off, n);
+}
+
+static void unlink_job_locked(struct hc_job *job)
+{
+    for (struct hc_job **at = &pool.head; *at != NULL; at = &(*at)->queue_next) {
+        if (*at == job) {
+            *at = job->queue_next;
+            return;
+        }
+    }
+}
+
+/* Claims the next part of `job` (pool.mu held); false when none is left. */
+static bool claim_locked(struct hc_job *job, unsigned *idx)
+{
+    if (job->next >= job->nparts)
+        return false;
+    *idx = job->next++;
+    if (job->next == job->nparts)
+        unlink_job_locked(job);
+    return true;
+}
+
+static void part_done_locked(struct hc_job *job)
+{
+    if (++job->done == job->nparts)
+        pthread_cond_broadcast(&pool.done);
+}
+
+static void *worker_main(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&pool.mu);
+    for (;;) {
+        while (pool.head == NULL)
+            pthread_cond_wait(&pool.work, &pool.mu);
+        struct hc_job *job = pool.head;
+        unsigned idx;
+        if (!claim_locked(job, &idx))
+            continue; /* cannot happen: a job with no part left is off the queue */
+        pthread_mutex_unlock(&pool.mu);
+        copy_part(job, idx);
+        pthread_mutex_lock(&pool.mu);
+        part_done_locked(job);
+    }
+    return NULL;
+}
+
+/* Makes sure `want` workers run (fewer if threads cannot be created).
+ * Returns how many run. */
+static unsigned ensure_workers(unsigned want)
+{
+    if (want > HC_MAX_WORKERS)
+        want = HC_MAX_WORKERS;
+    unsigned have = atomic_load(&workers);
+    if (have >= want)
+        return have;
+    pthread_once(&atfork_once, register_atfork);
+    pthread_mutex_lock(&pool.mu);
+    if (pool.spawned < want && !pool.spawn_failed) {
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        pthread_attr_setstacksize(&attr, HC_STACK_BYTES);
+        /* the workers inherit this mask: no program signal lands on them */
+        sigset_t all, old;
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old);
+        while (pool.spawned < want) {
+            pthread_t t;
+            int rc = pthread_create(&t, &attr, worker_main, NULL);
+            if (rc != 0) {
+                pool.spawn_failed = true;
+                us_log_once(&spawn_warned, US_LOG_WARN,
+                            "host copy pool: cannot start a thread (%s); copying with %u helper threads",
+                            strerror(rc), pool.spawned);
+                break;
+            }
+            char name[16];
+            snprintf(name, sizeof name, "unstall-cp%u", pool.spawned);
+            pthread_setname_np(t, name);
+            pool.spawned++;
+        }
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        pthread_attr_destroy(&attr);
+        atomic_store(&workers, pool.spawned);
+    }
+    have = pool.spawned;
+    pthread_mutex_unlock(&pool.mu);
+    return have;
+}
+
+void us_hostcopy(void *dst, const void *src, size_t bytes)
+{
+    if (bytes == 0)
+        return;
+    const struct us_config *cfg = us_config();
+    unsigned threads = cfg->copy_threads;
+    if (bytes < cfg->copy_thread_min || threads <= 1 || bytes < 2 * (size_t)HC_MIN_PART ||
+        atomic_load(&in_child)) {
+        memcpy(dst, src, bytes);
+        return;
+    }
+    unsigned helpers = ensure_workers(threads - 1);
+    if (helpers == 0) {
+        memcpy(dst, src, bytes);
+        return;
+    }
+    if (threads > helpers + 1)
+        threads = helpers + 1;
+
+    size_t nparts = (size_t)threads * HC_PARTS_PER_THREAD;
+    if (bytes / nparts < HC_MIN_PART)
+        nparts = bytes / HC_MIN_PART;
+    size_t part = (bytes + nparts - 1) / nparts;
+    part = (part + HC_PART_ALIGN - 1) / HC_PART_ALIGN * HC_PART_ALIGN;
+    struct hc_job job = {
+        .dst = dst,
+        .src = src,
+        .bytes = bytes,
+        .part_bytes = part,
+        .nparts = (unsigned)((bytes + part - 1) / part),
+    };
+
+    pthread_mutex_lock(&pool.mu);
+    struct hc_job **tail = &pool.head;
+    while (*tail != NULL)
+        tail = &(*tail)->queue_next;
+    *tail = &job;
+    if (job.nparts - 1 >= helpers)
+        pthread_cond_broadcast(&pool.work);
+    else
+        for (unsigned i = 0; i + 1 < job.nparts; i++)
+            pthread_cond_signal(&pool.work);
+    unsigned idx;
+    while (claim_locked(&job, &idx)) {
+        pthread_mutex_unlock(&pool.mu);
+        copy_part(&job, idx);
+        pthread_mutex_lock(&pool.mu);
+        part_done_locked(&job);
+    }
+    while (job.done < job.nparts)
+        pthread_cond_wait(&pool.done, &pool.mu);
+    pthread_mutex_unlock(&pool.mu);
+}

@@ -1,0 +1,28 @@
+/* hostcopy.h - host-to-host memcpy on several threads, for the pipelines'
+ * copies between pageable memory and pinned slots (design.md: 1 thread
+ * 11 GB/s, 8 threads 33 GB/s on the test machine).
+ *
+ * A copy of at least option copy_thread_min bytes is split into parts that
+ * the calling thread and a pool of worker threads copy together; option
+ * copy_threads counts every thread on one copy, the caller included (1: the
+ * caller alone, no pool). Smaller copies are a plain memcpy on the caller.
+ *
+ * The pool starts on the first large copy. Its threads are detached and block
+ * every signal: they never keep the process alive at exit and never take a
+ * program's signal. Several threads may copy at once; each call returns when
+ * its own bytes are in place. In a child after fork() every copy is a plain
+ * memcpy on the caller (the pool's threads do not exist there). No CUDA
+ * calls, no logging on the copy path. */
+#ifndef UNSTALL_HOSTCOPY_H
+#define UNSTALL_HOSTCOPY_H
+
+#include <stddef.h>
+
+/* memcpy(dst, src, bytes), on several threads when it is large; returns when
+ * done. The ranges must not overlap (like memcpy). bytes 0: nothing. */
+void us_hostcopy(void *dst, const void *src, size_t bytes);
+
+/* Worker threads running now (tests). 0 before the first large copy. */
+unsigned us_hostcopy_workers(void);
+
+#endif

@@ -1,0 +1,274 @@
+/* test_hostcopy.c - the multi-threaded host copy: byte-exact for every size
+ * class and alignment, with one thread and with the pool, several callers at
+ * once, fork safety. With HOSTCOPY_BENCH=1 also prints GB/s for 1 thread vs
+ * N threads (HOSTCOPY_BENCH_MB, default 256). */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "config.h"
+#include "hostcopy.h"
+
+static struct us_config defaults;
+
+static void set_threads(unsigned threads, size_t min_bytes)
+{
+    struct us_config cfg = defaults;
+    cfg.copy_threads = threads;
+    cfg.copy_thread_min = min_bytes;
+    us_config_set(&cfg);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    us_config_load(&defaults, NULL, NULL, NULL, NULL);
+    set_threads(4, 4096);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    us_config_set(&defaults);
+    return 0;
+}
+
+/* A pattern that differs at every byte offset and between buffers. */
+static void fill(unsigned char *p, size_t n, unsigned seed)
+{
+    uint32_t x = seed * 2654435761u + 1;
+    for (size_t i = 0; i < n; i++) {
+        x = x * 1103515245u + 12345u;
+        p[i] = (unsigned char)(x >> 16);
+    }
+}
+
+/* Copies `n` bytes from src+soff to dst+doff inside guarded buffers and
+ * checks the copied bytes and that nothing around them changed. */
+static void check_copy(size_t n, size_t soff, size_t doff, unsigned seed)
+{
+    const size_t guard = 64;
+    unsigned char *src = malloc(n + soff + guard);
+    unsigned char *dst = malloc(n + doff + 2 * guard);
+    unsigned char *ref = malloc(n + doff + 2 * guard);
+    assert_non_null(src);
+    assert_non_null(dst);
+    assert_non_null(ref);
+    fill(src, n + soff + guard, seed);
+    fill(dst, n + doff + 2 * guard, seed + 7);
+    memcpy(ref, dst, n + doff + 2 * guard);
+    memcpy(ref + guard + doff, src + soff, n);
+    us_hostcopy(dst + guard + doff, src + soff, n);
+    assert_memory_equal(dst, ref, n + doff + 2 * guard);
+    free(src);
+    free(dst);
+    free(ref);
+}
+
+static const size_t sizes[] = {
+    0, 1, 2, 3, 7, 63, 4095, 4096, 4097, (1u << 20) - 1, 1u << 20, (1u << 20) + 1,
+    (2u << 20) - 3, 2u << 20, (2u << 20) + 5, (5u << 20) + 12345, (24u << 20) + 333,
+};
+
+static void all_sizes(void)
+{
+    unsigned seed = 1;
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        check_copy(sizes[i], 0, 0, seed++);
+        check_copy(sizes[i], 1, 3, seed++);    /* both unaligned, differently */
+        check_copy(sizes[i], 4093, 17, seed++);
+    }
+}
+
+static void test_hostcopy_one_thread(void **state)
+{
+    (void)state;
+    set_threads(1, 4096);
+    all_sizes();
+}
+
+static void test_hostcopy_pool(void **state)
+{
+    (void)state;
+    set_threads(4, 4096);
+    all_sizes();
+    assert_int_equal(us_hostcopy_workers(), 3); /* copy_threads counts the caller */
+}
+
+static void test_hostcopy_below_min_stays_on_caller(void **state)
+{
+    (void)state;
+    set_threads(8, 1u << 30); /* every size below: plain memcpy */
+    unsigned before = us_hostcopy_workers();
+    check_copy(64u << 20, 5, 9, 99);
+    assert_int_equal(us_hostcopy_workers(), before);
+}
+
+static void test_hostcopy_many_threads(void **state)
+{
+    (void)state;
+    set_threads(64, 4096); /* the most the option allows */
+    check_copy((96u << 20) + 1, 3, 0, 5);
+    check_copy((1u << 20) - 1, 0, 0, 6);
+    assert_true(us_hostcopy_workers() <= 63);
+}
+
+/* --- several callers at once ------------------------------------------------------- */
+
+struct caller {
+    unsigned id;
+    int failures;
+};
+
+static void *caller_main(void *arg)
+{
+    struct caller *c = arg;
+    for (unsigned round = 0; round < 12; round++) {
+        size_t n = (size_t)((c->id * 7919u + round * 104729u) % (9u << 20)) + 1;
+        size_t off = (c->id + round) % 13;
+        unsigned char *src = malloc(n + off), *dst = malloc(n + off + 8);
+        if (src == NULL || dst == NULL) {
+            c->failures++;
+            free(src);
+            free(dst);
+            continue;
+        }
+        fill(src, n + off, c->id * 100 + round);
+        memset(dst, 0xEE, n + off + 8);
+        us_hostcopy(dst + off, src + off, n);
+        if (memcmp(dst + off, src + off, n) != 0 || dst[off + n] != 0xEE || (off > 0 && dst[off - 1] != 0xEE))
+            c->failures++;
+        free(src);
+        free(dst);
+    }
+    return NULL;
+}
+
+static void test_hostcopy_concurrent_callers(void **state)
+{
+    (void)state;
+    set_threads(4, 64u << 10);
+    enum { N = 8 };
+    pthread_t t[N];
+    struct caller c[N];
+    for (unsigned i = 0; i < N; i++) {
+        c[i] = (struct caller){.id = i + 1};
+        assert_int_equal(pthread_create(&t[i], NULL, caller_main, &c[i]), 0);
+    }
+    for (unsigned i = 0; i < N; i++) {
+        assert_int_equal(pthread_join(t[i], NULL), 0);
+        assert_int_equal(c[i].failures, 0);
+    }
+}
+
+/* --- fork ---------------------------------------------------------------------------- */
+
+static void test_hostcopy_after_fork(void **state)
+{
+    (void)state;
+    set_threads(4, 4096);
+    check_copy(8u << 20, 0, 0, 11); /* the pool runs in the parent */
+    assert_true(us_hostcopy_workers() > 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        /* no worker exists here: a pool copy would hang; it must finish alone */
+        alarm(20);
+        size_t n = (16u << 20) + 3;
+        unsigned char *src = malloc(n), *dst = malloc(n);
+        if (src == NULL || dst == NULL)
+            _exit(2);
+        fill(src, n, 3);
+        us_hostcopy(dst, src, n);
+        _exit(memcmp(src, dst, n) == 0 ? 0 : 1);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    check_copy(8u << 20, 1, 2, 12); /* and the parent's pool still works */
+}
+
+/* --- benchmark (HOSTCOPY_BENCH=1) ------------------------------------------------------ */
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static double bench_gbps(unsigned threads, unsigned char *dst, const unsigned char *src, size_t n)
+{
+    set_threads(threads, 2u << 20);
+    us_hostcopy(dst, src, n); /* warm: pages touched, threads started */
+    double best = 1e30;
+    for (int rep = 0; rep < 5; rep++) {
+        double t0 = now_s();
+        us_hostcopy(dst, src, n);
+        double dt = now_s() - t0;
+        if (dt < best)
+            best = dt;
+    }
+    return (double)n / best / 1e9;
+}
+
+static void test_hostcopy_bench(void **state)
+{
+    (void)state;
+    const char *on = getenv("HOSTCOPY_BENCH");
+    if (on == NULL || strcmp(on, "1") != 0) {
+        skip();
+        return;
+    }
+    const char *mb_text = getenv("HOSTCOPY_BENCH_MB");
+    size_t mb = mb_text != NULL ? strtoul(mb_text, NULL, 10) : 256;
+    size_t n = (mb ? mb : 256) << 20;
+    unsigned char *src = malloc(n), *dst = malloc(n);
+    assert_non_null(src);
+    assert_non_null(dst);
+    memset(src, 0x5A, n);
+    memset(dst, 0, n);
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    printf("hostcopy bench: %zu MiB, %ld CPUs\n", mb, cpus);
+    static const unsigned counts[] = {1, 2, 4, 8, 16};
+    double one = 0;
+    for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++) {
+        double g = bench_gbps(counts[i], dst, src, n);
+        if (counts[i] == 1)
+            one = g;
+        printf("hostcopy bench: threads=%-2u %6.1f GB/s  (x%.2f)\n", counts[i], g, g / one);
+    }
+    assert_memory_equal(dst, src, n);
+    free(src);
+    free(dst);
+}
+
+int main(void)
+{
+    unsetenv("UNSTALL_COPY_THREADS");
+    unsetenv("UNSTALL_COPY_THREAD_MIN");
+#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+    const struct CMUnitTest tests[] = {
+        T(test_hostcopy_one_thread),
+        T(test_hostcopy_pool),
+        T(test_hostcopy_below_min_stays_on_caller),
+        T(test_hostcopy_many_threads),
+        T(test_hostcopy_concurrent_callers),
+        T(test_hostcopy_after_fork),
+        T(test_hostcopy_bench),
+    };
+#undef T
+    return cmocka_run_group_tests_name("hostcopy", tests, NULL, NULL);
+}
