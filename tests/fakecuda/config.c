@@ -22,7 +22,8 @@
     X(BW_STAGED, bw_staged, DBL, 35.0, 1e-6, 1e9)                             \
     X(LATENCY_US, latency_us, DBL, 5.0, 0.0, 1e9)                             \
     X(PAGEABLE_H2D_ASYNC_MAX, pageable_h2d_async_max, SIZE, 1 << 20, 0, (double)(1ULL << 40)) \
-    X(TIMESLICE_US, timeslice_us, DBL, 2000.0, 0.0, 1e9)
+    X(TIMESLICE_US, timeslice_us, DBL, 2000.0, 0.0, 1e9)                     \
+    X(STAGED_HOLD, staged_hold, INT, 1, 0, 1)
 
 static _Atomic(const struct fc_config *) current;
 

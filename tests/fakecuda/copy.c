@@ -1,8 +1,10 @@
 /* copy.c - cudaMemcpy* and cudaMemset*: argument checks, the path of a copy
  * (from the pointers, not the kind), its modelled duration, and the native
  * stalls:
- *   A  cross-device copy without peer access: the caller is held until its
- *      stream drained and the copy, staged under a process-wide lock, is done;
+ *   A  cross-device copy without peer access: staged through the host, and
+ *      every staged copy in the process waits for the one issued before it
+ *      (one staging queue); the caller is held until the copy is done
+ *      (FAKECUDA_STAGED_HOLD=1, seed 000) or not (0, as measured on H200s);
  *   B  pageable H2D: up to FAKECUDA_PAGEABLE_H2D_ASYNC_MAX the source is
  *      copied at call time and the call returns; above, the caller is held;
  *   C  pageable D2H: the caller is held, and holds the API lock all along;
@@ -14,8 +16,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-
-static pthread_mutex_t staging_mu = PTHREAD_MUTEX_INITIALIZER;
 
 double fc_copy_duration_us(size_t bytes, double gbps)
 {
@@ -91,13 +91,9 @@ static void copy_run(struct fc_op *op, cudaError_t status)
     struct fc_copy_op *c = &op->u.copy;
     if (c->path == FC_PATH_D2D)
         wait_for_timeslice(c->device);
-    if (c->path == FC_PATH_STAGED)
-        pthread_mutex_lock(&staging_mu); /* every staged copy on the machine queues behind the others */
     double start = fc_now_us();
     copy_rows(c->dst, c->dpitch, c->src, c->spitch, c->width, c->height);
     fc_sleep_until_us(start + c->duration_us);
-    if (c->path == FC_PATH_STAGED)
-        pthread_mutex_unlock(&staging_mu);
 }
 
 static void copy_complete(struct fc_op *op)
@@ -202,10 +198,10 @@ static cudaError_t do_copy(const struct fc_copy_args *a)
     switch (path) {
     case FC_PATH_H2D_PINNED:
     case FC_PATH_D2H_PINNED:
-    case FC_PATH_H2H_PINNED:
         touch_api = true;
         hold = a->sync ? FC_HOLD_WAIT : FC_HOLD_NONE;
         break;
+    case FC_PATH_H2H_PINNED: hold = FC_HOLD_WAIT; break; /* host to host: always synchronous (measured) */
     case FC_PATH_H2D_PAGEABLE:
         snapshot = !a->sync && bytes <= fc_cfg()->pageable_h2d_async_max;
         hold = snapshot ? FC_HOLD_NONE : FC_HOLD_WAIT;
@@ -214,7 +210,7 @@ static cudaError_t do_copy(const struct fc_copy_args *a)
     case FC_PATH_H2H_PAGEABLE: hold = FC_HOLD_WAIT; break;
     case FC_PATH_D2D:
     case FC_PATH_PEER: hold = FC_HOLD_NONE; break; /* even cudaMemcpy: no host synchronization */
-    case FC_PATH_STAGED: hold = FC_HOLD_WAIT; break;
+    case FC_PATH_STAGED: hold = fc_cfg()->staged_hold ? FC_HOLD_WAIT : FC_HOLD_NONE; break;
     }
 
     struct fc_op *op = fc_op_new(copy_run);
@@ -269,7 +265,12 @@ static cudaError_t do_copy(const struct fc_copy_args *a)
                             fc_op_add_dep(op, fc_g.all[i], fc_g.all[i]->submitted);
             }
         }
+        struct fc_dep *last = &fc_g.last_staged;
+        if (path == FC_PATH_STAGED && last->stream != NULL)
+            fc_op_add_dep(op, last->stream, last->seq); /* one staging queue for the process */
         uint64_t seq = fc_submit_locked(s, op);
+        if (path == FC_PATH_STAGED)
+            *last = (struct fc_dep){s, seq};
         if (hold != FC_HOLD_NONE)
             fc_wait_locked(s, seq);
     } else {

@@ -3,11 +3,11 @@
  *
  * One mutex (fc_g.mu) guards streams, events, captures and devices; one
  * condition variable (fc_g.done) is broadcast whenever an operation completes
- * or a kernel ends, and every wait in the simulation waits on it. Two more
- * locks are part of the model, not of the implementation: the API lock
- * (case C) and the staging lock (case A). Lock order: API lock, then fc_g.mu;
- * the staging lock is taken by workers only, without fc_g.mu. Workers never
- * take the API lock. */
+ * or a kernel ends, and every wait in the simulation waits on it. One more
+ * lock is part of the model, not of the implementation: the API lock
+ * (case C), and the staging queue of case A is a chain of dependencies from
+ * each staged copy to the one issued before it. Lock order: API lock, then
+ * fc_g.mu. Workers never take the API lock. */
 #ifndef FAKECUDA_FC_H
 #define FAKECUDA_FC_H
 
@@ -33,6 +33,7 @@ struct fc_config {
     double latency_us;
     size_t pageable_h2d_async_max; /* bytes */
     double timeslice_us;
+    int staged_hold;               /* 1: a staged copy holds its caller until done */
     bool peer_capable[FC_MAX_DEVICES][FC_MAX_DEVICES];
 };
 
@@ -219,6 +220,7 @@ struct fc_global {
     struct fc_event *events;     /* live events, by handle */
     struct fc_event *free_events;
     struct fc_capture *captures; /* active capture sequences */
+    struct fc_dep last_staged;   /* the staged copy issued last: the next one waits for it */
     uint64_t next_capture_id;
 };
 
