@@ -7,6 +7,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 struct fc_alloc {
     uintptr_t base;
@@ -118,6 +119,35 @@ bool fc_mem_covers(const struct fc_mem_info *m, const void *p, size_t bytes)
     return m->kind != FC_MEM_PAGEABLE && off <= m->size && bytes <= m->size - off;
 }
 
+/* --- backing memory ---------------------------------------------------------------------- */
+
+/* Device and pinned memory are backed by populated pages, as on a real
+ * device and as pinned memory is: a copy into fresh memory must not pay for
+ * page faults the model does not know about. Large blocks are mapped with
+ * MAP_POPULATE, small ones come from posix_memalign and are touched. */
+#define FC_MAP_MIN (64u << 10)
+
+static void *backing_alloc(size_t size, size_t align)
+{
+    if (size >= FC_MAP_MIN) {
+        void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+        return p == MAP_FAILED ? NULL : p;
+    }
+    void *p;
+    if (posix_memalign(&p, align, size) != 0)
+        return NULL;
+    memset(p, 0, size);
+    return p;
+}
+
+static void backing_free(void *p, size_t size)
+{
+    if (size >= FC_MAP_MIN)
+        munmap(p, size);
+    else
+        free(p);
+}
+
 /* --- device memory ------------------------------------------------------------------------ */
 
 cudaError_t cudaMalloc(void **ptr, size_t size)
@@ -134,11 +164,11 @@ cudaError_t cudaMalloc(void **ptr, size_t size)
         *ptr = NULL;
         return cudaSuccess;
     }
-    void *p;
-    if (posix_memalign(&p, 256, size) != 0)
+    void *p = backing_alloc(size, 256);
+    if (p == NULL)
         return fc_ret(cudaErrorMemoryAllocation);
     if (!reg_insert((struct fc_alloc){(uintptr_t)p, size, FC_MEM_DEVICE, fc_current_device()}, true)) {
-        free(p);
+        backing_free(p, size);
         return fc_ret(cudaErrorMemoryAllocation);
     }
     *ptr = p;
@@ -158,7 +188,7 @@ cudaError_t cudaFree(void *ptr)
         return fc_ret(cudaErrorInvalidValue);
     fc_device_sync_implicit(a.device); /* no queued work may still use it */
     reg_remove_base(ptr);
-    free(ptr);
+    backing_free(ptr, a.size);
     return cudaSuccess;
 }
 
@@ -179,11 +209,11 @@ cudaError_t cudaHostAlloc(void **ptr, size_t size, unsigned int flags)
         *ptr = NULL;
         return cudaSuccess;
     }
-    void *p;
-    if (posix_memalign(&p, 4096, size) != 0)
+    void *p = backing_alloc(size, 4096);
+    if (p == NULL)
         return fc_ret(cudaErrorMemoryAllocation);
     if (!reg_insert((struct fc_alloc){(uintptr_t)p, size, FC_MEM_PINNED, dev}, true)) {
-        free(p);
+        backing_free(p, size);
         return fc_ret(cudaErrorMemoryAllocation);
     }
     fc_stat_add(pinned_allocs, 1);
@@ -209,7 +239,7 @@ cudaError_t cudaFreeHost(void *ptr)
         return fc_ret(cudaErrorInvalidValue);
     fc_device_sync_implicit(fc_current_device());
     reg_remove_base(ptr);
-    free(ptr);
+    backing_free(ptr, a.size);
     return cudaSuccess;
 }
 

@@ -1,0 +1,507 @@
+/* test_stalls.c - the native stalls the simulated runtime reproduces (design.md
+ * cases A-D; E is in test_fakecuda.c), seed 004's deadlock, and the copy time
+ * model. Kernels take 200 ms; "held" is asserted as >= 150 ms and "returned
+ * at once" as < 50 ms, so that a loaded machine does not make them flake. */
+#include "fc_test.h"
+
+#define KERNEL_MS 200.0
+#define HELD_MS 150.0
+#define AT_ONCE_MS 50.0
+
+static void setenv_reload(const char *name, const char *value)
+{
+    if (value != NULL)
+        setenv(name, value, 1);
+    else
+        unsetenv(name);
+    fakecuda_reload_config();
+}
+
+static cudaStream_t new_stream(int device)
+{
+    cudaStream_t s;
+    CUDA_OK(cudaSetDevice(device));
+    CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    CUDA_OK(cudaSetDevice(0));
+    return s;
+}
+
+static void *dev_alloc(int device, size_t n)
+{
+    void *p;
+    CUDA_OK(cudaSetDevice(device));
+    CUDA_OK(cudaMalloc(&p, n));
+    CUDA_OK(cudaSetDevice(0));
+    return p;
+}
+
+/* --- case B: pageable H2D ---------------------------------------------------------------- */
+
+static void test_stall_pageable_h2d_small_returns_at_once(void **state)
+{
+    (void)state;
+    const size_t sizes[] = {64 << 10, 1 << 20};
+    for (int i = 0; i < 2; i++) {
+        size_t n = sizes[i];
+        cudaStream_t s = new_stream(0);
+        unsigned char *src = malloc(n), *ref = malloc(n), *back = malloc(n), *d = dev_alloc(0, n);
+        fill_pattern(src, n, 1);
+        memcpy(ref, src, n);
+        fakecuda_reset_stats();
+        CUDA_OK(launch_sleep(s, KERNEL_MS));
+        double t0 = now_ms();
+        CUDA_OK(cudaMemcpyAsync(d, src, n, cudaMemcpyHostToDevice, s));
+        assert_true(now_ms() - t0 < AT_ONCE_MS);
+        memset(src, 0, n); /* the source was read at call time */
+        CUDA_OK(cudaMemcpyAsync(back, d, n, cudaMemcpyDeviceToHost, s));
+        assert_true(now_ms() - t0 >= HELD_MS); /* that one is case C */
+        assert_memory_equal(back, ref, n);
+        struct fakecuda_stats st;
+        fakecuda_stats(&st);
+        assert_int_equal(st.pageable_h2d_snapshots, 1);
+        assert_int_equal(st.pageable_h2d_waits, 0);
+        CUDA_OK(cudaStreamDestroy(s));
+        CUDA_OK(cudaFree(d));
+        free(src);
+        free(ref);
+        free(back);
+    }
+}
+
+static void test_stall_pageable_h2d_large_holds_caller(void **state)
+{
+    (void)state;
+    size_t n = (2 << 20) + 3;
+    cudaStream_t s = new_stream(0);
+    unsigned char *src = malloc(n), *back, *d = dev_alloc(0, n);
+    CUDA_OK(cudaMallocHost((void **)&back, n));
+    fill_pattern(src, n, 2);
+    fakecuda_reset_stats();
+    CUDA_OK(launch_sleep(s, KERNEL_MS));
+    double t0 = now_ms();
+    CUDA_OK(cudaMemcpyAsync(d, src, n, cudaMemcpyHostToDevice, s));
+    double held = now_ms() - t0;
+    assert_true(held >= HELD_MS);
+    CUDA_OK(cudaStreamQuery(s)); /* returned with the copy done */
+    CUDA_OK(cudaMemcpyAsync(back, d, n, cudaMemcpyDeviceToHost, s));
+    CUDA_OK(cudaStreamSynchronize(s));
+    assert_memory_equal(back, src, n);
+    struct fakecuda_stats st;
+    fakecuda_stats(&st);
+    assert_int_equal(st.pageable_h2d_waits, 1);
+    assert_true(st.host_wait_us_max >= HELD_MS * 1e3);
+    CUDA_OK(cudaStreamDestroy(s));
+    CUDA_OK(cudaFree(d));
+    CUDA_OK(cudaFreeHost(back));
+    free(src);
+}
+
+/* --- case C: pageable D2H holds the caller and the API lock -------------------------------- */
+
+struct launcher {
+    cudaStream_t stream;
+    double start_delay_ms;
+    double latency_ms;
+    cudaError_t err;
+};
+
+static void *launch_after_delay(void *p)
+{
+    struct launcher *l = p;
+    sleep_ms(l->start_delay_ms);
+    double t0 = now_ms();
+    l->err = launch_sleep(l->stream, 0);
+    l->latency_ms = now_ms() - t0;
+    return NULL;
+}
+
+static void d2h_with_other_thread_launching(bool pinned, double *held_ms, double *launch_ms)
+{
+    enum { N = 1 << 16 };
+    cudaStream_t s = new_stream(0), unrelated = new_stream(1);
+    unsigned char *d = dev_alloc(0, N), *h;
+    if (pinned)
+        CUDA_OK(cudaMallocHost((void **)&h, N));
+    else
+        h = malloc(N);
+    CUDA_OK(cudaMemset(d, 0x6b, N));
+    CUDA_OK(launch_sleep(s, KERNEL_MS));
+    struct launcher l = {unrelated, 50, 0, cudaErrorUnknown};
+    pthread_t t;
+    pthread_create(&t, NULL, launch_after_delay, &l);
+    double t0 = now_ms();
+    CUDA_OK(cudaMemcpyAsync(h, d, N, cudaMemcpyDeviceToHost, s));
+    *held_ms = now_ms() - t0;
+    if (!pinned)
+        for (int i = 0; i < N; i++)
+            assert_int_equal(h[i], 0x6b); /* returned with the data in place */
+    pthread_join(t, NULL);
+    CUDA_OK(l.err);
+    *launch_ms = l.latency_ms;
+    CUDA_OK(cudaDeviceSynchronize());
+    CUDA_OK(cudaStreamDestroy(s));
+    CUDA_OK(cudaStreamDestroy(unrelated));
+    CUDA_OK(cudaFree(d));
+    if (pinned)
+        CUDA_OK(cudaFreeHost(h));
+    else
+        free(h);
+}
+
+static void test_stall_pageable_d2h_blocks_other_threads_launch(void **state)
+{
+    (void)state;
+    double held, launch;
+    fakecuda_reset_stats();
+    d2h_with_other_thread_launching(false, &held, &launch);
+    assert_true(held >= HELD_MS);
+    /* the other thread launched 50 ms in, on another device's stream, and
+     * waited for the copy to finish */
+    assert_true(launch >= HELD_MS - 60);
+    struct fakecuda_stats st;
+    fakecuda_stats(&st);
+    assert_int_equal(st.pageable_d2h_waits, 1);
+    assert_true(st.api_lock_max_hold_us >= HELD_MS * 1e3);
+    assert_true(st.api_lock_max_wait_us >= (HELD_MS - 60) * 1e3);
+    assert_true(st.api_lock_waits >= 1);
+
+    /* with pinned memory neither the caller nor the other thread waits */
+    fakecuda_reset_stats();
+    d2h_with_other_thread_launching(true, &held, &launch);
+    assert_true(held < AT_ONCE_MS);
+    assert_true(launch < AT_ONCE_MS);
+    fakecuda_stats(&st);
+    assert_int_equal(st.pageable_d2h_waits, 0);
+    assert_int_equal(st.copies_pinned, 1);
+}
+
+/* cudaMemcpy (synchronous) to pageable memory is case C as well. */
+static void test_stall_sync_memcpy_d2h_pageable(void **state)
+{
+    (void)state;
+    enum { N = 4096 };
+    unsigned char *d = dev_alloc(0, N), h[N];
+    CUDA_OK(launch_fill(0, d, 0x3c, N, KERNEL_MS));
+    fakecuda_reset_stats();
+    double t0 = now_ms();
+    CUDA_OK(cudaMemcpy(h, d, N, cudaMemcpyDeviceToHost));
+    assert_true(now_ms() - t0 >= HELD_MS);
+    for (int i = 0; i < N; i++)
+        assert_int_equal(h[i], 0x3c);
+    struct fakecuda_stats st;
+    fakecuda_stats(&st);
+    assert_int_equal(st.pageable_d2h_waits, 1);
+    CUDA_OK(cudaFree(d));
+}
+
+/* --- seed 004: the deadlock ----------------------------------------------------------------- */
+
+struct cpu_event {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool signalled;
+};
+
+static struct cpu_event cpu_event = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false};
+
+static void CUDART_CB block_until_signalled(void *arg)
+{
+    struct cpu_event *e = arg;
+    pthread_mutex_lock(&e->mu);
+    while (!e->signalled)
+        pthread_cond_wait(&e->cv, &e->mu);
+    pthread_mutex_unlock(&e->mu);
+}
+
+struct seed004 {
+    cudaStream_t irrelevant;
+    bool launch;
+};
+
+static void *seed004_thread(void *p)
+{
+    struct seed004 *a = p;
+    sleep_ms(50); /* the main thread is inside its copy by then */
+    if (a->launch)
+        launch_sleep(a->irrelevant, 0); /* hangs: the copy holds the API lock */
+    pthread_mutex_lock(&cpu_event.mu);
+    cpu_event.signalled = true;
+    pthread_cond_broadcast(&cpu_event.cv);
+    pthread_mutex_unlock(&cpu_event.mu);
+    return NULL;
+}
+
+/* The program of seed 004, in a child process: returns 0 when it finished. */
+static int child_seed004(bool launch, bool pinned)
+{
+    float *h, *d;
+    cudaStream_t cpu_block, irrelevant;
+    cudaEvent_t unblock;
+    if (pinned)
+        cudaMallocHost((void **)&h, sizeof *h);
+    else
+        h = malloc(sizeof *h);
+    cudaMalloc((void **)&d, sizeof *d);
+    cudaStreamCreateWithFlags(&cpu_block, cudaStreamNonBlocking);
+    cudaStreamCreateWithFlags(&irrelevant, cudaStreamNonBlocking);
+    cudaEventCreate(&unblock);
+    cudaLaunchHostFunc(cpu_block, block_until_signalled, &cpu_event);
+    cudaEventRecord(unblock, cpu_block);
+    cudaStreamWaitEvent(0, unblock, 0);
+    struct seed004 a = {irrelevant, launch};
+    pthread_t t;
+    pthread_create(&t, NULL, seed004_thread, &a);
+    if (cudaMemcpyAsync(h, d, sizeof *h, cudaMemcpyDeviceToHost, 0) != cudaSuccess)
+        return 2;
+    pthread_join(t, NULL);
+    return cudaDeviceSynchronize() == cudaSuccess ? 0 : 3;
+}
+
+static void test_stall_seed004_deadlock(void **state)
+{
+    (void)state;
+    /* as reported: the launch in the other thread waits for the D2H, which
+     * waits for the host function, which waits for that thread */
+    assert_int_equal(run_child("seed004", 1500), -1);
+    /* without the launch, or with a pinned destination, it completes */
+    assert_int_equal(run_child("seed004_no_launch", 5000), 0);
+    assert_int_equal(run_child("seed004_pinned", 5000), 0);
+}
+
+/* --- case A: staged cross-device copies ------------------------------------------------------ */
+
+struct staged_copy {
+    cudaStream_t stream;
+    void *dst, *src;
+    size_t n;
+    double start_delay_ms;
+    double t_start, t_call, t_done; /* relative to its start */
+};
+
+static void *staged_copy_thread(void *p)
+{
+    struct staged_copy *c = p;
+    sleep_ms(c->start_delay_ms);
+    double t0 = now_ms();
+    assert_int_equal(cudaMemcpyAsync(c->dst, c->src, c->n, cudaMemcpyDefault, c->stream), cudaSuccess);
+    c->t_call = now_ms() - t0;
+    assert_int_equal(cudaStreamSynchronize(c->stream), cudaSuccess);
+    c->t_done = now_ms() - t0;
+    return NULL;
+}
+
+/* Seed 000: a staged copy behind a kernel on stream A; another, independent
+ * staged copy on stream B issued from another thread 50 ms later. */
+static void seed000(bool peer, struct staged_copy *b, double *held_a, double *done_a)
+{
+    size_t n = 8 << 20;
+    cudaStream_t sa = new_stream(0), sb = new_stream(0);
+    unsigned char *src = dev_alloc(0, n), *src2 = dev_alloc(0, n), *dst = dev_alloc(1, n), *dst2 = dev_alloc(1, n);
+    unsigned char *ref = malloc(n), *back = malloc(n);
+    fill_pattern(ref, n, 4);
+    CUDA_OK(cudaMemcpy(src, ref, n, cudaMemcpyHostToDevice));
+    if (peer)
+        CUDA_OK(cudaDeviceEnablePeerAccess(1, 0));
+    *b = (struct staged_copy){sb, dst2, src2, n, 50, 0, 0, 0};
+    pthread_t t;
+    CUDA_OK(launch_sleep(sa, KERNEL_MS));
+    double t0 = now_ms();
+    pthread_create(&t, NULL, staged_copy_thread, b);
+    CUDA_OK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, sa));
+    *held_a = now_ms() - t0;
+    CUDA_OK(cudaStreamSynchronize(sa));
+    *done_a = now_ms() - t0;
+    pthread_join(t, NULL);
+    CUDA_OK(cudaMemcpy(back, dst, n, cudaMemcpyDeviceToHost));
+    assert_memory_equal(back, ref, n);
+    if (peer)
+        CUDA_OK(cudaDeviceDisablePeerAccess(1));
+    CUDA_OK(cudaStreamDestroy(sa));
+    CUDA_OK(cudaStreamDestroy(sb));
+    CUDA_OK(cudaFree(src));
+    CUDA_OK(cudaFree(src2));
+    CUDA_OK(cudaFree(dst));
+    CUDA_OK(cudaFree(dst2));
+    free(ref);
+    free(back);
+}
+
+static void test_stall_staged_copy_holds_caller_and_queue(void **state)
+{
+    (void)state;
+    struct staged_copy b;
+    double held_a, done_a;
+    struct fakecuda_stats st;
+    fakecuda_reset_stats();
+    seed000(false, &b, &held_a, &done_a);
+    assert_true(held_a >= HELD_MS); /* the caller waited for the kernel */
+    /* the independent copy queued behind it: done only after the kernel */
+    assert_true(b.t_done + b.start_delay_ms >= HELD_MS);
+    assert_true(b.t_call + b.start_delay_ms >= HELD_MS - 10); /* and its caller was held as well */
+    fakecuda_stats(&st);
+    assert_int_equal(st.copies_staged, 2);
+    assert_int_equal(st.staged_waits, 2);
+
+    /* FAKECUDA_STAGED_HOLD=0 (CUDA 13.0 on H200s): calls return at once, the
+     * staging queue still delays the independent copy */
+    setenv_reload("FAKECUDA_STAGED_HOLD", "0");
+    seed000(false, &b, &held_a, &done_a);
+    setenv_reload("FAKECUDA_STAGED_HOLD", NULL);
+    assert_true(held_a < AT_ONCE_MS);
+    assert_true(b.t_call < AT_ONCE_MS);
+    assert_true(done_a >= HELD_MS);
+    assert_true(b.t_done + b.start_delay_ms >= HELD_MS);
+}
+
+static void test_stall_peer_copy_is_async(void **state)
+{
+    (void)state;
+    struct staged_copy b;
+    double held_a, done_a;
+    struct fakecuda_stats st;
+    fakecuda_reset_stats();
+    seed000(true, &b, &held_a, &done_a);
+    assert_true(held_a < AT_ONCE_MS);
+    assert_true(done_a >= HELD_MS); /* still in stream order */
+    assert_true(b.t_done < AT_ONCE_MS); /* the independent copy is independent */
+    fakecuda_stats(&st);
+    assert_int_equal(st.copies_peer, 2);
+    assert_int_equal(st.copies_staged, 0);
+
+    /* cudaMemcpyPeerAsync: the same rules; peer access from the other side
+     * counts too */
+    size_t n = 1 << 20;
+    cudaStream_t s = new_stream(0);
+    void *src = dev_alloc(0, n), *dst = dev_alloc(1, n);
+    CUDA_OK(launch_sleep(s, KERNEL_MS));
+    double t0 = now_ms();
+    CUDA_OK(cudaMemcpyPeerAsync(dst, 1, src, 0, n, s));
+    assert_true(now_ms() - t0 >= HELD_MS);
+    CUDA_OK(cudaSetDevice(1));
+    CUDA_OK(cudaDeviceEnablePeerAccess(0, 0));
+    CUDA_OK(cudaSetDevice(0));
+    CUDA_OK(launch_sleep(s, KERNEL_MS));
+    t0 = now_ms();
+    CUDA_OK(cudaMemcpyPeerAsync(dst, 1, src, 0, n, s));
+    assert_true(now_ms() - t0 < AT_ONCE_MS);
+    CUDA_OK(cudaStreamSynchronize(s));
+    CUDA_OK(cudaSetDevice(1));
+    CUDA_OK(cudaDeviceDisablePeerAccess(0));
+    CUDA_OK(cudaSetDevice(0));
+    CUDA_OK(cudaStreamDestroy(s));
+    CUDA_OK(cudaFree(src));
+    CUDA_OK(cudaFree(dst));
+}
+
+/* --- case D: same-device copies wait for a time slice ------------------------------------------ */
+
+static double d2d_done_after(cudaStream_t kernel_stream, cudaStream_t copy_stream, void *dst, void *src)
+{
+    volatile double t_done = 0;
+    if (kernel_stream != NULL)
+        CUDA_OK(launch_sleep(kernel_stream, 300));
+    sleep_ms(10); /* the kernel is running */
+    double t0 = now_ms();
+    CUDA_OK(cudaMemcpyAsync(dst, src, 1 << 20, cudaMemcpyDeviceToDevice, copy_stream));
+    CUDA_OK(cudaLaunchHostFunc(copy_stream, stamp_fn, (void *)&t_done));
+    CUDA_OK(cudaStreamSynchronize(copy_stream));
+    CUDA_OK(cudaDeviceSynchronize());
+    CUDA_OK(cudaSetDevice(1));
+    CUDA_OK(cudaDeviceSynchronize());
+    CUDA_OK(cudaSetDevice(0));
+    return t_done - t0;
+}
+
+static void test_stall_d2d_timeslice(void **state)
+{
+    (void)state;
+    setenv_reload("FAKECUDA_TIMESLICE_US", "60000"); /* 60 ms, to measure it */
+    cudaStream_t k = new_stream(0), c = new_stream(0), k1 = new_stream(1);
+    void *src = dev_alloc(0, 1 << 20), *dst = dev_alloc(0, 1 << 20);
+    struct fakecuda_stats st;
+    fakecuda_reset_stats();
+    double t = d2d_done_after(k, c, dst, src); /* another stream's kernel: one slice */
+    assert_true(t >= 45 && t < 200);
+    fakecuda_stats(&st);
+    assert_int_equal(st.timeslice_waits, 1);
+    assert_true(st.timeslice_wait_us_total >= 45e3);
+    t = d2d_done_after(k, k, dst, src); /* behind it in its own stream: after it */
+    assert_true(t >= 250);
+    t = d2d_done_after(NULL, c, dst, src); /* no kernel: at once */
+    assert_true(t < 30);
+    t = d2d_done_after(k1, c, dst, src); /* a kernel on another device: at once */
+    assert_true(t < 30);
+    setenv_reload("FAKECUDA_TIMESLICE_US", NULL);
+    /* the default slice (2 ms) ends well before the kernel */
+    t = d2d_done_after(k, c, dst, src);
+    assert_true(t < 100);
+    CUDA_OK(cudaStreamDestroy(k));
+    CUDA_OK(cudaStreamDestroy(c));
+    CUDA_OK(cudaStreamDestroy(k1));
+    CUDA_OK(cudaFree(src));
+    CUDA_OK(cudaFree(dst));
+}
+
+/* --- the time model --------------------------------------------------------------------------- */
+
+struct timed_copy {
+    void *h, *d;
+    size_t n;
+};
+
+static double timed_pinned_h2d(const struct timed_copy *c)
+{
+    double t0 = now_ms();
+    CUDA_OK(cudaMemcpy(c->d, c->h, c->n, cudaMemcpyHostToDevice));
+    return now_ms() - t0;
+}
+
+static void test_stall_bandwidth_and_scale(void **state)
+{
+    (void)state;
+    struct timed_copy c = {NULL, NULL, 100 << 20}; /* 104.9 MB: 105 ms at 1 GB/s, 2 ms at 50 */
+    CUDA_OK(cudaMallocHost(&c.h, c.n));
+    CUDA_OK(cudaMalloc(&c.d, c.n));
+    setenv_reload("FAKECUDA_BW_PINNED", "1");
+    double t = timed_pinned_h2d(&c);
+    assert_true(t >= 95 && t < 600);
+    setenv_reload("FAKECUDA_TIME_SCALE", "2");
+    t = timed_pinned_h2d(&c);
+    assert_true(t >= 190 && t < 1000);
+    double t_sleep = now_ms();
+    fakecuda_sleep_us(20000);
+    t_sleep = now_ms() - t_sleep;
+    assert_true(t_sleep >= 38 && t_sleep < 300);
+    setenv_reload("FAKECUDA_TIME_SCALE", NULL);
+    setenv_reload("FAKECUDA_BW_PINNED", NULL);
+    t = timed_pinned_h2d(&c); /* what is left is the memcpy itself */
+    assert_true(t < 70);
+    CUDA_OK(cudaFreeHost(c.h));
+    CUDA_OK(cudaFree(c.d));
+}
+
+int main(int argc, char **argv)
+{
+    register_test_kernels();
+    if (argc == 3 && strcmp(argv[1], "--child") == 0) {
+        if (strcmp(argv[2], "seed004") == 0)
+            return child_seed004(true, false);
+        if (strcmp(argv[2], "seed004_no_launch") == 0)
+            return child_seed004(false, false);
+        if (strcmp(argv[2], "seed004_pinned") == 0)
+            return child_seed004(true, true);
+        return 127;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_stall_pageable_h2d_small_returns_at_once),
+        cmocka_unit_test(test_stall_pageable_h2d_large_holds_caller),
+        cmocka_unit_test(test_stall_pageable_d2h_blocks_other_threads_launch),
+        cmocka_unit_test(test_stall_sync_memcpy_d2h_pageable),
+        cmocka_unit_test(test_stall_seed004_deadlock),
+        cmocka_unit_test(test_stall_staged_copy_holds_caller_and_queue),
+        cmocka_unit_test(test_stall_peer_copy_is_async),
+        cmocka_unit_test(test_stall_d2d_timeslice),
+        cmocka_unit_test(test_stall_bandwidth_and_scale),
+    };
+    return cmocka_run_group_tests_name("fakecuda stalls", tests, NULL, NULL);
+}
