@@ -17,12 +17,20 @@
 #include "rules.h"
 
 #define US_SITE_MAX_FRAMES 32
+#define US_SITE_PY_FRAMES 3    /* Python frames kept, innermost first */
+#define US_SITE_PY_FILE 160    /* "path:line", the path's tail kept if long */
+#define US_SITE_PY_FUNC 48
 
 /* A call site: the native return addresses, innermost first, with the
- * shim's own frames removed. Symbolized only when reported. */
+ * shim's own frames removed (symbolized only when reported), and for a
+ * Python program whose calling thread holds the GIL, the innermost Python
+ * frames as text (callsite.h). */
 struct us_site {
     void *frames[US_SITE_MAX_FRAMES];
     int depth;
+    int py_depth; /* 0: no Python frames (not Python, GIL not held, option off) */
+    char py_file[US_SITE_PY_FRAMES][US_SITE_PY_FILE]; /* "path:line" */
+    char py_func[US_SITE_PY_FRAMES][US_SITE_PY_FUNC];
 };
 
 struct us_finding {
@@ -59,7 +67,17 @@ void us_findings_record(const struct us_finding *f, const struct us_site *site);
 void us_findings_span(const char *name, int device, uint64_t start_ns, uint64_t end_ns, size_t bytes);
 
 /* Write the report (text to the log, JSON to option report). Called once at
- * exit; calls no CUDA function. */
+ * exit (state.c's destructor); later calls do nothing. Calls no CUDA
+ * function and frees no pinned memory. Nothing in mode off. */
 void us_findings_report(void);
+
+/* The findings so far, sorted as the report shows them (report.h); free it
+ * with us_report_free. NULL when memory is short. */
+struct us_report;
+struct us_report *us_findings_collect(void);
+
+/* Tests: forget every finding, site, event and span, and allow the report to
+ * be written again. The configuration is read afresh at each call anyway. */
+void us_findings_reset(void);
 
 #endif

@@ -1,0 +1,449 @@
+/* callsite.c - capture, identify and symbolize call sites (see callsite.h). */
+#include "callsite.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <execinfo.h>
+#include <link.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uthash.h>
+
+/* Frames the shim itself may have between the capture and the CUDA entry the
+ * program called (watch/copy, the entry, an inlined helper or two): captured
+ * beyond the depth kept, then dropped by the self range. */
+#define SELF_SLACK 12
+
+/* --- the shim's own frames ---------------------------------------------------------- */
+
+static _Atomic uintptr_t self_lo, self_hi;
+static atomic_bool self_set;
+static pthread_once_t self_once = PTHREAD_ONCE_INIT;
+
+struct segment_query {
+    uintptr_t addr;
+    uintptr_t lo, hi;
+    bool found, main_program;
+    int index;
+};
+
+static int segment_visit(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    (void)size;
+    struct segment_query *q = arg;
+    int index = q->index++;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X))
+            continue;
+        uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
+        uintptr_t hi = lo + ph->p_memsz;
+        if (q->addr >= lo && q->addr < hi) {
+            q->lo = lo;
+            q->hi = hi;
+            q->found = true;
+            /* the first object listed is the main program */
+            q->main_program = index == 0;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+bool us_callsite_segment_of(const void *addr, uintptr_t *lo, uintptr_t *hi, bool *main_program)
+{
+    struct segment_query q = { .addr = (uintptr_t)addr };
+    dl_iterate_phdr(segment_visit, &q);
+    if (!q.found)
+        return false;
+    *lo = q.lo;
+    *hi = q.hi;
+    *main_program = q.main_program;
+    return true;
+}
+
+static void self_init(void)
+{
+    if (atomic_load(&self_set))
+        return; /* a test chose */
+    uintptr_t lo, hi;
+    bool main_program;
+    if (us_callsite_segment_of((const void *)&us_callsite_capture, &lo, &hi, &main_program) && !main_program) {
+        atomic_store(&self_lo, lo);
+        atomic_store(&self_hi, hi);
+    }
+    /* linked into the main program (unit tests): the program's frames are
+     * the ones wanted, so nothing is dropped by range */
+}
+
+void us_callsite_set_self_range(uintptr_t lo, uintptr_t hi)
+{
+    pthread_once(&self_once, self_init);
+    atomic_store(&self_set, true);
+    atomic_store(&self_lo, lo);
+    atomic_store(&self_hi, hi);
+}
+
+void us_callsite_self_range(uintptr_t *lo, uintptr_t *hi)
+{
+    pthread_once(&self_once, self_init);
+    *lo = atomic_load(&self_lo);
+    *hi = atomic_load(&self_hi);
+}
+
+/* --- Python frames -------------------------------------------------------------------- */
+
+/* The few functions of CPython's C API that read the current thread's frames
+ * (all since 3.9), found with dlsym in the process, never linked. Objects are
+ * opaque here. */
+struct py_api {
+    int (*is_initialized)(void);
+    int (*gil_check)(void);
+    void *(*this_thread_state)(void);
+    void *(*current_state)(void); /* no fatal error when none */
+    void *(*thread_frame)(void *tstate);
+    void *(*frame_code)(void *frame);
+    int (*frame_line)(void *frame);
+    void *(*frame_back)(void *frame);
+    void *(*get_attr)(void *obj, const char *name);
+    const char *(*as_utf8)(void *obj);
+    void (*dec_ref)(void *obj);
+    void (*err_fetch)(void **type, void **value, void **tb);
+    void (*err_restore)(void *type, void *value, void *tb);
+};
+
+static struct py_api py;
+static bool py_ok;
+static pthread_once_t py_once = PTHREAD_ONCE_INIT;
+
+#define PY_SYM(field, name) (*(void **)&py.field = dlsym(RTLD_DEFAULT, name)) != NULL
+
+static void py_resolve(void)
+{
+    /* the GIL check is the marker: without it nothing else is looked up */
+    if (dlsym(RTLD_DEFAULT, "PyGILState_Check") == NULL)
+        return;
+    *(void **)&py.current_state = dlsym(RTLD_DEFAULT, "PyThreadState_GetUnchecked"); /* 3.13 */
+    if (py.current_state == NULL)
+        *(void **)&py.current_state = dlsym(RTLD_DEFAULT, "_PyThreadState_UncheckedGet");
+    py_ok = py.current_state != NULL && PY_SYM(is_initialized, "Py_IsInitialized") &&
+            PY_SYM(gil_check, "PyGILState_Check") &&
+            PY_SYM(this_thread_state, "PyGILState_GetThisThreadState") &&
+            PY_SYM(thread_frame, "PyThreadState_GetFrame") && PY_SYM(frame_code, "PyFrame_GetCode") &&
+            PY_SYM(frame_line, "PyFrame_GetLineNumber") && PY_SYM(frame_back, "PyFrame_GetBack") &&
+            PY_SYM(get_attr, "PyObject_GetAttrString") && PY_SYM(as_utf8, "PyUnicode_AsUTF8") &&
+            PY_SYM(dec_ref, "Py_DecRef") && PY_SYM(err_fetch, "PyErr_Fetch") &&
+            PY_SYM(err_restore, "PyErr_Restore");
+}
+
+bool us_callsite_python_available(void)
+{
+    pthread_once(&py_once, py_resolve);
+    return py_ok;
+}
+
+/* Copy text into out, keeping its tail when it does not fit ("...tail"). */
+static void copy_tail(char *out, size_t size, const char *text)
+{
+    size_t len = strlen(text);
+    if (len < size) {
+        memcpy(out, text, len + 1);
+        return;
+    }
+    snprintf(out, size, "...%s", text + len - (size - 4));
+}
+
+/* The string attribute name of obj into out; false (and no error left set by
+ * us: the caller restores the saved one) if it has none. */
+static bool py_string_attr(void *obj, const char *name, char *out, size_t size, bool tail)
+{
+    void *value = py.get_attr(obj, name);
+    if (value == NULL)
+        return false;
+    const char *text = py.as_utf8(value);
+    if (text != NULL) {
+        if (tail)
+            copy_tail(out, size, text);
+        else
+            snprintf(out, size, "%s", text);
+    }
+    py.dec_ref(value);
+    return text != NULL;
+}
+
+/* Read the innermost frames of this thread. Only while this thread holds the
+ * GIL (its thread state is the current one); never takes the GIL. Every new
+ * reference is released; an exception set on entry is kept as it was. */
+static void py_capture(struct us_site *site)
+{
+    site->py_depth = 0;
+    if (!us_callsite_python_available() || !py.is_initialized())
+        return;
+    void *tstate = py.current_state();
+    if (tstate == NULL || !py.gil_check() || py.this_thread_state() != tstate)
+        return;
+    void *et = NULL, *ev = NULL, *etb = NULL;
+    py.err_fetch(&et, &ev, &etb);
+    void *frame = py.thread_frame(tstate);
+    while (frame != NULL && site->py_depth < US_SITE_PY_FRAMES) {
+        int i = site->py_depth;
+        void *code = py.frame_code(frame);
+        if (code != NULL) {
+            char file[US_SITE_PY_FILE * 2];
+            int line = py.frame_line(frame);
+            if (py_string_attr(code, "co_filename", file, sizeof file - 16, true)) {
+                char text[US_SITE_PY_FILE * 2 + 16];
+                snprintf(text, sizeof text, "%s:%d", file, line);
+                copy_tail(site->py_file[i], sizeof site->py_file[i], text);
+                site->py_func[i][0] = '\0';
+                if (!py_string_attr(code, "co_qualname", site->py_func[i], sizeof site->py_func[i], false) &&
+                    !py_string_attr(code, "co_name", site->py_func[i], sizeof site->py_func[i], false))
+                    site->py_func[i][0] = '\0';
+                site->py_depth++;
+            }
+            py.dec_ref(code);
+        }
+        void *back = py.frame_back(frame);
+        py.dec_ref(frame);
+        frame = back;
+    }
+    if (frame != NULL)
+        py.dec_ref(frame);
+    py.err_restore(et, ev, etb); /* clears whatever our lookups may have set */
+}
+
+/* --- capture ------------------------------------------------------------------------ */
+
+__attribute__((noinline)) void us_callsite_capture(struct us_site *site, int max_depth, bool python)
+{
+    void *buf[US_SITE_MAX_FRAMES + SELF_SLACK + 2];
+    if (max_depth < 1)
+        max_depth = 1;
+    if (max_depth > US_SITE_MAX_FRAMES)
+        max_depth = US_SITE_MAX_FRAMES;
+    int n = backtrace(buf, max_depth + SELF_SLACK + 2);
+    uintptr_t lo, hi;
+    us_callsite_self_range(&lo, &hi);
+    /* buf[0] is this function, buf[1] us_site_capture (findings.c), which
+     * calls it as a non-tail call; then the shim's own leading frames */
+    int i = 2;
+    while (i < n && (uintptr_t)buf[i] >= lo && (uintptr_t)buf[i] < hi)
+        i++;
+    int depth = 0;
+    for (; i < n && depth < max_depth; i++)
+        site->frames[depth++] = buf[i];
+    site->depth = depth;
+    site->py_depth = 0;
+    if (python)
+        py_capture(site);
+}
+
+uint64_t us_callsite_hash(const struct us_site *site)
+{
+    uint64_t h = 14695981039346656037ull;
+    int depth = site->depth < US_SITE_MAX_FRAMES ? site->depth : US_SITE_MAX_FRAMES;
+    for (int i = 0; i < depth; i++) {
+        uintptr_t v = (uintptr_t)site->frames[i];
+        for (unsigned b = 0; b < sizeof v; b++) {
+            h ^= (v >> (8 * b)) & 0xff;
+            h *= 1099511628211ull;
+        }
+    }
+    int py_depth = site->py_depth < US_SITE_PY_FRAMES ? site->py_depth : US_SITE_PY_FRAMES;
+    for (int i = 0; i < py_depth; i++) {
+        for (const char *c = site->py_file[i]; *c != '\0'; c++) {
+            h ^= (unsigned char)*c;
+            h *= 1099511628211ull;
+        }
+        h ^= 0xff; /* a separator: "a:1" "b" differs from "a:1b" */
+        h *= 1099511628211ull;
+    }
+    return h != 0 ? h : 1;
+}
+
+/* --- symbolize ---------------------------------------------------------------------- */
+
+typedef char *(*demangle_fn)(const char *name, char *buf, size_t *len, int *status);
+static demangle_fn demangle;
+static pthread_once_t demangle_once = PTHREAD_ONCE_INIT;
+
+/* libstdc++'s demangler when the program has it loaded; raw names otherwise */
+static void demangle_resolve(void) { *(void **)&demangle = dlsym(RTLD_DEFAULT, "__cxa_demangle"); }
+
+/* "ns::f<T>(int, char)" -> "ns::f<T>": cut at the parameter list, the first
+ * '(' outside template brackets that is not "(anonymous namespace)" nor the
+ * "()" of "operator()". */
+static void strip_parameters(char *name)
+{
+    int angle = 0;
+    for (char *c = name; *c != '\0'; c++) {
+        if (*c == '<')
+            angle++;
+        else if (*c == '>' && angle > 0)
+            angle--;
+        else if (*c == '(' && angle == 0) {
+            if (strncmp(c, "(anonymous namespace)", 21) == 0) {
+                c += 20;
+                continue;
+            }
+            if (c - name >= 8 && strncmp(c - 8, "operator", 8) == 0 && c[1] == ')') {
+                c++;
+                continue;
+            }
+            if (c != name) {
+                *c = '\0';
+                return;
+            }
+        }
+    }
+}
+
+static void name_function(const char *symbol, char *out, size_t size)
+{
+    pthread_once(&demangle_once, demangle_resolve);
+    if (demangle != NULL && symbol[0] == '_' && symbol[1] == 'Z') {
+        int status = -1;
+        char *plain = demangle(symbol, NULL, NULL, &status);
+        if (plain != NULL && status == 0) {
+            strip_parameters(plain);
+            snprintf(out, size, "%s", plain);
+            free(plain);
+            return;
+        }
+        free(plain);
+    }
+    snprintf(out, size, "%s", symbol);
+}
+
+static void symbolize_uncached(const void *pc, struct us_frame *out)
+{
+    memset(out, 0, sizeof *out);
+    uintptr_t at = (uintptr_t)pc;
+    Dl_info info;
+    /* pc is a return address: the call is just before it */
+    if (at == 0 || dladdr((const void *)(at - 1), &info) == 0 || info.dli_fname == NULL) {
+        out->offset = at;
+        return;
+    }
+    const char *base = strrchr(info.dli_fname, '/');
+    snprintf(out->module, sizeof out->module, "%s", base != NULL ? base + 1 : info.dli_fname);
+    snprintf(out->path, sizeof out->path, "%s", info.dli_fname);
+    if (out->module[0] == '\0') /* the main program, on some systems */
+        snprintf(out->module, sizeof out->module, "%s", program_invocation_short_name);
+    out->module_offset = at - (uintptr_t)info.dli_fbase;
+    if (info.dli_sname != NULL && info.dli_saddr != NULL) {
+        snprintf(out->symbol, sizeof out->symbol, "%s", info.dli_sname);
+        name_function(info.dli_sname, out->function, sizeof out->function);
+        out->offset = at - (uintptr_t)info.dli_saddr;
+    } else {
+        out->offset = out->module_offset;
+    }
+}
+
+/* A bounded cache: dladdr scans a library's symbol table, which for a large
+ * C++ library costs far more than the lookup here. */
+#define SYM_CACHE_MAX 8192
+struct sym_entry {
+    const void *pc;
+    struct us_frame frame;
+    UT_hash_handle hh;
+};
+static struct sym_entry *sym_cache;
+static unsigned sym_cache_count;
+static pthread_mutex_t sym_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void us_callsite_symbolize(const void *pc, struct us_frame *out)
+{
+    struct sym_entry *e;
+    pthread_mutex_lock(&sym_lock);
+    HASH_FIND_PTR(sym_cache, &pc, e);
+    if (e != NULL)
+        *out = e->frame;
+    pthread_mutex_unlock(&sym_lock);
+    if (e != NULL)
+        return;
+    symbolize_uncached(pc, out);
+    pthread_mutex_lock(&sym_lock);
+    HASH_FIND_PTR(sym_cache, &pc, e);
+    if (e == NULL && sym_cache_count < SYM_CACHE_MAX && (e = malloc(sizeof *e)) != NULL) {
+        e->pc = pc;
+        e->frame = *out;
+        HASH_ADD_PTR(sym_cache, pc, e);
+        sym_cache_count++;
+    }
+    pthread_mutex_unlock(&sym_lock);
+}
+
+char *us_callsite_frame_text(const struct us_frame *fr, char *out, size_t size)
+{
+    if (fr->module[0] == '\0')
+        snprintf(out, size, "0x%lx", (unsigned long)fr->offset);
+    else if (fr->function[0] == '\0')
+        snprintf(out, size, "%s+0x%lx", fr->module, (unsigned long)fr->offset);
+    else
+        snprintf(out, size, "%s!%s+0x%lx", fr->module, fr->function, (unsigned long)fr->offset);
+    return out;
+}
+
+char *us_callsite_frame_key(const struct us_frame *fr, char *out, size_t size)
+{
+    if (fr->function[0] == '\0')
+        snprintf(out, size, "%s", fr->module);
+    else
+        snprintf(out, size, "%s!%s", fr->module, fr->function);
+    return out;
+}
+
+char *us_callsite_python_text(const struct us_site *site, int i, char *out, size_t size)
+{
+    const char *file = site->py_file[i];
+    /* keep the last two path components of a long path */
+    const char *shown = file;
+    if (strlen(file) > 40) {
+        const char *last = strrchr(file, '/');
+        if (last != NULL) {
+            const char *c = last;
+            while (c > file && c[-1] != '/')
+                c--;
+            if (c > file + 1)
+                shown = c;
+        }
+    }
+    const char *dots = shown != file ? ".../" : "";
+    if (site->py_func[i][0] != '\0')
+        snprintf(out, size, "%s%s (%s)", dots, shown, site->py_func[i]);
+    else
+        snprintf(out, size, "%s%s", dots, shown);
+    return out;
+}
+
+char *us_callsite_line(const struct us_site *site, int native_max, char *out, size_t size)
+{
+    size_t len = 0;
+    out[0] = '\0';
+    int shown = 0;
+    for (int i = 0; i < site->py_depth && i < US_SITE_PY_FRAMES; i++, shown++) {
+        char text[US_SITE_PY_FILE + US_SITE_PY_FUNC + 16];
+        us_callsite_python_text(site, i, text, sizeof text);
+        int n = snprintf(out + len, size - len, "%s%s", shown ? " <- " : "", text);
+        if (n < 0 || (size_t)n >= size - len)
+            return out;
+        len += (size_t)n;
+    }
+    for (int i = 0; i < site->depth && i < native_max; i++, shown++) {
+        struct us_frame fr;
+        char text[512];
+        us_callsite_symbolize(site->frames[i], &fr);
+        us_callsite_frame_text(&fr, text, sizeof text);
+        int n = snprintf(out + len, size - len, "%s%s", shown ? " <- " : "", text);
+        if (n < 0 || (size_t)n >= size - len)
+            return out;
+        len += (size_t)n;
+    }
+    if (shown == 0)
+        snprintf(out, size, "(unknown site)");
+    return out;
+}

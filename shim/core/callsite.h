@@ -1,0 +1,73 @@
+/* callsite.h - where a finding came from: capture, identify, symbolize.
+ *
+ * Capture is cheap and runs only when a rule fires: backtrace(3) into the
+ * site, the shim's own leading frames dropped (those inside the shim's
+ * executable segment), and for a Python program the innermost Python frames,
+ * read through the interpreter's C API (resolved with dlsym, never linked)
+ * only when the calling thread holds the GIL. Nothing is symbolized at
+ * capture: frames are named (dladdr, demangled when the program has
+ * libstdc++) when a warning, a strict-mode message or the report needs them. */
+#ifndef UNSTALL_CALLSITE_H
+#define UNSTALL_CALLSITE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "findings.h"
+
+/* Fill *site with the frames of the caller of the CUDA API, at most
+ * max_depth of them (1..US_SITE_MAX_FRAMES), and with Python frames when
+ * python is true and they can be read safely. */
+void us_callsite_capture(struct us_site *site, int max_depth, bool python);
+
+/* FNV-1a over the native frames and the Python frames: equal sites, equal
+ * hashes; never 0. */
+uint64_t us_callsite_hash(const struct us_site *site);
+
+/* The address range [lo, hi) whose leading frames capture drops. Found once,
+ * at the first capture, as the executable segment holding the shim's code;
+ * empty when the shim is linked into the main program (unit tests), which
+ * would otherwise drop every frame. Tests set it: (0, 0) drops nothing. */
+void us_callsite_set_self_range(uintptr_t lo, uintptr_t hi);
+void us_callsite_self_range(uintptr_t *lo, uintptr_t *hi);
+
+/* The executable PT_LOAD segment that holds addr, and whether its object is
+ * the main program. False if no loaded object holds addr. */
+bool us_callsite_segment_of(const void *addr, uintptr_t *lo, uintptr_t *hi, bool *main_program);
+
+/* One native frame, named. */
+struct us_frame {
+    char module[96];      /* basename of the object, "" if none holds the address */
+    char path[256];       /* the object's path as loaded */
+    char function[160];   /* demangled without parameters where possible, else as
+                           * the symbol table has it; "" when no symbol covers it */
+    char symbol[160];     /* the raw (mangled) symbol, "" when none */
+    uintptr_t offset;     /* from the function's start, or from the module's base */
+    uintptr_t module_offset; /* from the module's base (for addr2line) */
+};
+
+/* Name a return address (looked up at pc - 1, so that a call at the end of a
+ * function names that function). Never fails: an unknown address leaves
+ * module and function empty. Cached per address: cheap when repeated. */
+void us_callsite_symbolize(const void *pc, struct us_frame *out);
+
+/* "module!function+0x1a2", "module+0x1234" (no symbol) or "0x7f..." (no
+ * module), into out (always terminated). Returns out. */
+char *us_callsite_frame_text(const struct us_frame *fr, char *out, size_t size);
+
+/* "module!function" for allow-list patterns; "module" without a symbol. */
+char *us_callsite_frame_key(const struct us_frame *fr, char *out, size_t size);
+
+/* A Python frame's text for a line: "path:line (function)" with a long path
+ * shortened to its last two components. */
+char *us_callsite_python_text(const struct us_site *site, int i, char *out, size_t size);
+
+/* The site on one line, Python frames first, then up to native_max native
+ * frames, joined with " <- ". "(unknown site)" when it has no frame. */
+char *us_callsite_line(const struct us_site *site, int native_max, char *out, size_t size);
+
+/* Whether Python's C API was found in the process (tests). Resolved once. */
+bool us_callsite_python_available(void);
+
+#endif

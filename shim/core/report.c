@@ -1,0 +1,453 @@
+/* report.c - the report at exit as text and JSON (see report.h). */
+#include "report.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "callsite.h"
+
+/* --- a growing buffer ----------------------------------------------------------------- */
+
+struct buf {
+    char *p;
+    size_t len, cap;
+    bool oom;
+};
+
+static bool buf_reserve(struct buf *b, size_t more)
+{
+    if (b->oom)
+        return false;
+    if (b->len + more + 1 <= b->cap)
+        return true;
+    size_t cap = b->cap ? b->cap : 4096;
+    while (cap < b->len + more + 1)
+        cap *= 2;
+    char *p = realloc(b->p, cap);
+    if (p == NULL) {
+        b->oom = true;
+        return false;
+    }
+    b->p = p;
+    b->cap = cap;
+    return true;
+}
+
+static void buf_printf(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void buf_printf(struct buf *b, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0 || !buf_reserve(b, (size_t)n))
+        return;
+    va_start(ap, fmt);
+    vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
+    va_end(ap);
+    b->len += (size_t)n;
+}
+
+static void buf_json_string(struct buf *b, const char *s)
+{
+    buf_printf(b, "\"");
+    for (const unsigned char *c = (const unsigned char *)s; *c != '\0'; c++) {
+        switch (*c) {
+        case '"': buf_printf(b, "\\\""); break;
+        case '\\': buf_printf(b, "\\\\"); break;
+        case '\n': buf_printf(b, "\\n"); break;
+        case '\t': buf_printf(b, "\\t"); break;
+        case '\r': buf_printf(b, "\\r"); break;
+        default:
+            if (*c < 0x20)
+                buf_printf(b, "\\u%04x", *c);
+            else
+                buf_printf(b, "%c", *c);
+        }
+    }
+    buf_printf(b, "\"");
+}
+
+static char *buf_finish(struct buf *b)
+{
+    if (b->oom || !buf_reserve(b, 0)) {
+        free(b->p);
+        return NULL;
+    }
+    b->p[b->len] = '\0';
+    return b->p;
+}
+
+/* --- small helpers ---------------------------------------------------------------------- */
+
+char *us_report_bytes(uint64_t bytes, char *out, size_t size)
+{
+    static const char *const units[] = { "KiB", "MiB", "GiB", "TiB", "PiB" };
+    if (bytes < 1024) {
+        snprintf(out, size, "%llu B", (unsigned long long)bytes);
+        return out;
+    }
+    double v = (double)bytes / 1024;
+    int u = 0;
+    while (v >= 1024 && u < 4) {
+        v /= 1024;
+        u++;
+    }
+    snprintf(out, size, "%.1f %s", v, units[u]);
+    return out;
+}
+
+char *us_report_time(uint64_t ns, char *out, size_t size)
+{
+    if (ns < 1000)
+        snprintf(out, size, "%llu ns", (unsigned long long)ns);
+    else if (ns < 1000000)
+        snprintf(out, size, "%.1f us", (double)ns / 1e3);
+    else if (ns < 1000000000)
+        snprintf(out, size, "%.1f ms", (double)ns / 1e6);
+    else
+        snprintf(out, size, "%.2f s", (double)ns / 1e9);
+    return out;
+}
+
+const char *us_report_stream_kind_name(enum us_stream_kind kind)
+{
+    switch (kind) {
+    case US_STREAM_LEGACY: return "legacy";
+    case US_STREAM_PER_THREAD: return "per-thread";
+    default: return "user";
+    }
+}
+
+static int compare_rows(const void *a, const void *b)
+{
+    const struct us_report_row *x = a, *y = b;
+    if (x->total_ns != y->total_ns)
+        return x->total_ns > y->total_ns ? -1 : 1;
+    if (x->count != y->count)
+        return x->count > y->count ? -1 : 1;
+    if (x->forbidden != y->forbidden)
+        return x->forbidden > y->forbidden ? -1 : 1;
+    if (x->rule != y->rule)
+        return x->rule < y->rule ? -1 : 1;
+    return x->id < y->id ? -1 : x->id > y->id;
+}
+
+void us_report_sort(struct us_report_row *rows, size_t count)
+{
+    if (count > 1)
+        qsort(rows, count, sizeof *rows, compare_rows);
+}
+
+void us_report_free(struct us_report *r)
+{
+    if (r == NULL)
+        return;
+    free(r->rows);
+    free(r->events);
+    free(r->spans);
+    free(r);
+}
+
+/* Per-rule totals, for the header and the JSON. */
+struct rule_total {
+    uint64_t count, bytes, total_ns, fixed, forbidden;
+    int rule;
+};
+
+static int compare_totals(const void *a, const void *b)
+{
+    const struct rule_total *x = a, *y = b;
+    if (x->total_ns != y->total_ns)
+        return x->total_ns > y->total_ns ? -1 : 1;
+    if (x->count != y->count)
+        return x->count > y->count ? -1 : 1;
+    return x->rule - y->rule;
+}
+
+/* Rules seen (count or forbidden), most time first; returns how many. */
+static int rule_totals(const struct us_report *r, struct rule_total t[US_RULE_COUNT])
+{
+    memset(t, 0, sizeof(struct rule_total) * US_RULE_COUNT);
+    for (int i = 0; i < US_RULE_COUNT; i++)
+        t[i].rule = i;
+    for (size_t i = 0; i < r->row_count; i++) {
+        const struct us_report_row *row = &r->rows[i];
+        if ((unsigned)row->rule >= US_RULE_COUNT)
+            continue;
+        struct rule_total *x = &t[row->rule];
+        x->count += row->count;
+        x->bytes += row->bytes;
+        x->total_ns += row->total_ns;
+        x->fixed += row->fixed;
+        x->forbidden += row->forbidden;
+    }
+    qsort(t, US_RULE_COUNT, sizeof t[0], compare_totals);
+    int n = 0;
+    while (n < US_RULE_COUNT && (t[n].count > 0 || t[n].forbidden > 0))
+        n++;
+    return n; /* sorted by time: rules only forbidden (time 0) come last */
+}
+
+/* --- text ------------------------------------------------------------------------------- */
+
+char *us_report_text(const struct us_report *r, unsigned top)
+{
+    struct buf b = { 0 };
+    char pre[40], held[32], amount[32], max[32];
+    snprintf(pre, sizeof pre, "unstall[%ld]: ", r->pid);
+    const char *who = r->cmdline[0] != '\0' ? r->cmdline : r->program;
+    char rank[32] = "";
+    if (r->rank[0] != '\0')
+        snprintf(rank, sizeof rank, ", rank %s", r->rank);
+    uint64_t ran = r->now_mono_ns > r->origin_mono_ns ? r->now_mono_ns - r->origin_mono_ns : 0;
+    buf_printf(&b, "%s---- unstall report: %s (pid %ld%s), mode %s, ran %s ----\n", pre, who, r->pid, rank,
+               r->mode != NULL ? r->mode : "?", us_report_time(ran, held, sizeof held));
+
+    if (!r->hooked) {
+        buf_printf(&b, "%sunstall saw no CUDA runtime call: if the program links the CUDA runtime statically "
+                       "(nvcc's default), a runtime-layer preload cannot see it; build with -cudart shared\n", pre);
+    } else if (r->row_count == 0) {
+        buf_printf(&b, "%sno implicit synchronization seen\n", pre);
+    } else {
+        struct rule_total t[US_RULE_COUNT];
+        int seen = rule_totals(r, t);
+        buf_printf(&b, "%stime the calls held the caller, by rule:\n", pre);
+        for (int i = 0; i < seen; i++) {
+            const struct us_rule_info *info = &us_rules[t[i].rule];
+            buf_printf(&b, "%s  %-18s %-6s %10s in %llu call%s", pre, info->id, us_severity_name(info->severity),
+                       us_report_time(t[i].total_ns, held, sizeof held), (unsigned long long)t[i].count,
+                       t[i].count == 1 ? "" : "s");
+            if (t[i].bytes > 0)
+                buf_printf(&b, ", %s", us_report_bytes(t[i].bytes, amount, sizeof amount));
+            if (t[i].fixed > 0)
+                buf_printf(&b, ", %llu fixed", (unsigned long long)t[i].fixed);
+            if (t[i].forbidden > 0)
+                buf_printf(&b, ", %llu forbidden", (unsigned long long)t[i].forbidden);
+            buf_printf(&b, "\n");
+        }
+        buf_printf(&b, "%s\n", pre);
+        buf_printf(&b, "%s%4s  %-18s %-6s %8s %10s %10s %10s %11s  %s\n", pre, "#", "rule", "sev", "count", "bytes",
+                   "total", "max", "fixed/obs", "api");
+        size_t shown = r->row_count < top ? r->row_count : top;
+        for (size_t i = 0; i < shown; i++) {
+            const struct us_report_row *row = &r->rows[i];
+            const struct us_rule_info *info = &us_rules[row->rule];
+            char fixed[48], where[2048];
+            snprintf(fixed, sizeof fixed, "%llu/%llu", (unsigned long long)row->fixed,
+                     (unsigned long long)row->observed);
+            buf_printf(&b, "%s%4zu  %-18s %-6s %8llu %10s %10s %10s %11s  %s", pre, i + 1, info->id,
+                       us_severity_name(info->severity), (unsigned long long)row->count,
+                       row->bytes > 0 ? us_report_bytes(row->bytes, amount, sizeof amount) : "-",
+                       us_report_time(row->total_ns, held, sizeof held), us_report_time(row->max_ns, max, sizeof max),
+                       fixed, row->api != NULL ? row->api : "?");
+            if (row->forbidden > 0)
+                buf_printf(&b, ", %llu forbidden", (unsigned long long)row->forbidden);
+            buf_printf(&b, "\n");
+            if (row->other)
+                snprintf(where, sizeof where, "(other sites: the table of call sites is full)");
+            else
+                us_callsite_line(&row->site, 3, where, sizeof where);
+            buf_printf(&b, "%s        at %s\n", pre, where);
+        }
+        if (shown < r->row_count)
+            buf_printf(&b, "%s  ... %zu more row%s (option report_top; all of them in the JSON report, option report)\n",
+                       pre, r->row_count - shown, r->row_count - shown == 1 ? "" : "s");
+        buf_printf(&b, "%s\n%show to fix them:\n", pre, pre);
+        for (int i = 0; i < seen; i++)
+            buf_printf(&b, "%s  %-18s %s\n", pre, us_rules[t[i].rule].id, us_rules[t[i].rule].fix);
+        if (r->events_dropped > 0)
+            buf_printf(&b, "%sthe timeline keeps the last %zu findings (%llu older ones dropped)\n", pre,
+                       r->event_count, (unsigned long long)r->events_dropped);
+    }
+    if (r->json_path[0] != '\0')
+        buf_printf(&b, "%sJSON report: %s (tools/unstall-report renders and merges it)\n", pre, r->json_path);
+    buf_printf(&b, "%s---- end of unstall report ----\n", pre);
+    return buf_finish(&b);
+}
+
+/* --- JSON -------------------------------------------------------------------------------- */
+
+static void json_site(struct buf *b, const struct us_report_row *row)
+{
+    const struct us_site *site = &row->site;
+    buf_printf(b, "\"site\": {\"python\": [");
+    for (int i = 0; !row->other && i < site->py_depth && i < US_SITE_PY_FRAMES; i++) {
+        char file[US_SITE_PY_FILE];
+        snprintf(file, sizeof file, "%s", site->py_file[i]);
+        char *colon = strrchr(file, ':');
+        long line = 0;
+        if (colon != NULL) {
+            line = strtol(colon + 1, NULL, 10);
+            *colon = '\0';
+        }
+        buf_printf(b, "%s{\"file\": ", i ? ", " : "");
+        buf_json_string(b, file);
+        buf_printf(b, ", \"line\": %ld, \"function\": ", line);
+        buf_json_string(b, site->py_func[i]);
+        buf_printf(b, "}");
+    }
+    buf_printf(b, "], \"native\": [");
+    for (int i = 0; !row->other && i < site->depth; i++) {
+        struct us_frame fr;
+        char text[512];
+        us_callsite_symbolize(site->frames[i], &fr);
+        buf_printf(b, "%s", i ? ", " : "");
+        buf_json_string(b, us_callsite_frame_text(&fr, text, sizeof text));
+    }
+    buf_printf(b, "], \"native_at\": [");
+    for (int i = 0; !row->other && i < site->depth; i++) {
+        struct us_frame fr;
+        char text[512];
+        us_callsite_symbolize(site->frames[i], &fr);
+        if (fr.path[0] != '\0')
+            snprintf(text, sizeof text, "%s+0x%lx", fr.path, (unsigned long)fr.module_offset);
+        else
+            snprintf(text, sizeof text, "0x%lx", (unsigned long)fr.offset);
+        buf_printf(b, "%s", i ? ", " : "");
+        buf_json_string(b, text);
+    }
+    buf_printf(b, "]}");
+}
+
+char *us_report_json(const struct us_report *r)
+{
+    struct buf b = { 0 };
+    char started[64] = "";
+    time_t secs = (time_t)(r->origin_real_ns / 1000000000u);
+    struct tm tm;
+    if (gmtime_r(&secs, &tm) != NULL)
+        strftime(started, sizeof started, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    buf_printf(&b, "{\n  \"version\": %d,\n  \"tool\": \"unstall\",\n  \"pid\": %ld,\n  \"rank\": ", US_REPORT_VERSION,
+               r->pid);
+    if (r->rank[0] != '\0')
+        buf_printf(&b, "%ld", strtol(r->rank, NULL, 10));
+    else
+        buf_printf(&b, "null");
+    buf_printf(&b, ",\n  \"program\": ");
+    buf_json_string(&b, r->program);
+    buf_printf(&b, ",\n  \"cmdline\": ");
+    buf_json_string(&b, r->cmdline);
+    buf_printf(&b, ",\n  \"mode\": ");
+    buf_json_string(&b, r->mode != NULL ? r->mode : "?");
+    buf_printf(&b, ",\n  \"hooked\": %s,\n  \"started\": \"%s\",\n", r->hooked ? "true" : "false", started);
+    buf_printf(&b, "  \"clock\": {\"monotonic_ns\": %llu, \"realtime_ns\": %llu},\n",
+               (unsigned long long)r->origin_mono_ns, (unsigned long long)r->origin_real_ns);
+    buf_printf(&b, "  \"ended_ns\": %llu,\n", (unsigned long long)r->now_mono_ns);
+
+    struct rule_total t[US_RULE_COUNT];
+    int seen = rule_totals(r, t);
+    buf_printf(&b, "  \"rules\": [");
+    for (int i = 0; i < seen; i++) {
+        const struct us_rule_info *info = &us_rules[t[i].rule];
+        buf_printf(&b, "%s\n    {\"rule\": \"%s\", \"severity\": \"%s\", \"count\": %llu, \"bytes\": %llu, "
+                       "\"total_ns\": %llu, \"fixed\": %llu, \"forbidden\": %llu, \"fix\": ",
+                   i ? "," : "", info->id, us_severity_name(info->severity), (unsigned long long)t[i].count,
+                   (unsigned long long)t[i].bytes, (unsigned long long)t[i].total_ns, (unsigned long long)t[i].fixed,
+                   (unsigned long long)t[i].forbidden);
+        buf_json_string(&b, info->fix);
+        buf_printf(&b, "}");
+    }
+    buf_printf(&b, "%s],\n  \"findings\": [", seen ? "\n  " : "");
+    for (size_t i = 0; i < r->row_count; i++) {
+        const struct us_report_row *row = &r->rows[i];
+        const struct us_rule_info *info = &us_rules[row->rule];
+        buf_printf(&b, "%s\n    {\"index\": %zu, \"rule\": \"%s\", \"severity\": \"%s\", \"api\": ", i ? "," : "", i,
+                   info->id, us_severity_name(info->severity));
+        buf_json_string(&b, row->api != NULL ? row->api : "?");
+        buf_printf(&b, ", \"count\": %llu, \"bytes\": %llu, \"total_ns\": %llu, \"max_ns\": %llu, \"fixed\": %llu, "
+                       "\"observed\": %llu, \"forbidden\": %llu, \"first_ns\": %llu, \"last_ns\": %llu, "
+                       "\"other\": %s, \"streams\": [",
+                   (unsigned long long)row->count, (unsigned long long)row->bytes, (unsigned long long)row->total_ns,
+                   (unsigned long long)row->max_ns, (unsigned long long)row->fixed,
+                   (unsigned long long)row->observed, (unsigned long long)row->forbidden,
+                   (unsigned long long)row->first_ns, (unsigned long long)row->last_ns,
+                   row->other ? "true" : "false");
+        int k = 0;
+        for (int s = US_STREAM_USER; s <= US_STREAM_PER_THREAD; s++)
+            if (row->stream_kinds & (1u << s))
+                buf_printf(&b, "%s\"%s\"", k++ ? ", " : "", us_report_stream_kind_name((enum us_stream_kind)s));
+        buf_printf(&b, "], \"devices\": [");
+        k = 0;
+        for (int d = 0; d < 64; d++)
+            if (row->devices & (1ull << d))
+                buf_printf(&b, "%s%d", k++ ? ", " : "", d);
+        buf_printf(&b, "],\n     ");
+        json_site(&b, row);
+        buf_printf(&b, "}");
+    }
+    buf_printf(&b, "%s],\n  \"events_dropped\": %llu,\n  \"events\": [", r->row_count ? "\n  " : "",
+               (unsigned long long)r->events_dropped);
+    for (size_t i = 0; i < r->event_count; i++) {
+        const struct us_report_event *e = &r->events[i];
+        buf_printf(&b, "%s\n    {\"finding\": %u, \"rule\": \"%s\", \"start_ns\": %llu, \"held_ns\": %llu, "
+                       "\"bytes\": %llu, \"tid\": %d, \"stream\": \"0x%lx\", \"stream_kind\": \"%s\", "
+                       "\"src_device\": %d, \"dst_device\": %d, \"fixed\": %s}",
+                   i ? "," : "", e->row, (unsigned)e->rule < US_RULE_COUNT ? us_rules[e->rule].id : "?",
+                   (unsigned long long)e->start_ns, (unsigned long long)e->held_ns, (unsigned long long)e->bytes,
+                   e->tid, (unsigned long)e->stream, us_report_stream_kind_name(e->stream_kind), e->src_device,
+                   e->dst_device, e->fixed ? "true" : "false");
+    }
+    buf_printf(&b, "%s],\n  \"spans_dropped\": %llu,\n  \"spans\": [", r->event_count ? "\n  " : "",
+               (unsigned long long)r->spans_dropped);
+    for (size_t i = 0; i < r->span_count; i++) {
+        const struct us_report_span *s = &r->spans[i];
+        buf_printf(&b, "%s\n    {\"name\": ", i ? "," : "");
+        buf_json_string(&b, s->name);
+        buf_printf(&b, ", \"device\": %d, \"tid\": %d, \"start_ns\": %llu, \"end_ns\": %llu, \"bytes\": %llu}",
+                   s->device, s->tid, (unsigned long long)s->start_ns, (unsigned long long)s->end_ns,
+                   (unsigned long long)s->bytes);
+    }
+    buf_printf(&b, "%s]\n}\n", r->span_count ? "\n  " : "");
+    return buf_finish(&b);
+}
+
+/* --- the file -------------------------------------------------------------------------- */
+
+bool us_report_write_file(const char *path, const char *text)
+{
+    char tmp[4200];
+    int n = snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    if (n < 0 || (size_t)n >= sizeof tmp) {
+        errno = ENAMETOOLONG;
+        return false;
+    }
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return false;
+    size_t len = strlen(text);
+    const char *p = text;
+    int saved;
+    while (len > 0) {
+        ssize_t w = write(fd, p, len);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            goto close_tmp;
+        p += w;
+        len -= (size_t)w;
+    }
+    if (close(fd) != 0)
+        goto remove_tmp;
+    if (rename(tmp, path) != 0)
+        goto remove_tmp;
+    return true;
+
+close_tmp:
+    if (errno == 0)
+        errno = EIO;
+    saved = errno;
+    close(fd);
+    errno = saved;
+remove_tmp:
+    saved = errno;
+    unlink(tmp);
+    errno = saved;
+    return false;
+}

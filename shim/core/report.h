@@ -1,0 +1,97 @@
+/* report.h - the report at exit, as text (for the log) and as JSON (option
+ * report), rendered from a snapshot of the findings (findings.c collects it).
+ *
+ * Rendering is pure: it reads the snapshot, symbolizes the sites (callsite.h)
+ * and returns malloc'd text; it calls no CUDA function. The JSON schema is
+ * documented in docs/findings.md and read by tools/unstall-report. */
+#ifndef UNSTALL_REPORT_H
+#define UNSTALL_REPORT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "findings.h"
+
+#define US_REPORT_VERSION 1
+
+/* One (rule, call site), aggregated. */
+struct us_report_row {
+    uint32_t id;          /* creation order; events name their row by it */
+    enum us_rule_id rule;
+    const char *api;      /* of the first finding at the site */
+    bool other;           /* the row of sites past the site cap, per rule */
+    uint64_t count, bytes, total_ns, max_ns;
+    uint64_t fixed, observed; /* findings the shim rewrote / only saw */
+    uint64_t forbidden;   /* calls strict mode failed (not counted above) */
+    uint64_t first_ns, last_ns; /* us_now_ns() of the first and last finding */
+    unsigned stream_kinds; /* bit (1 << enum us_stream_kind) per kind seen */
+    uint64_t devices;     /* bit per device id 0..63 seen */
+    struct us_site site;
+};
+
+/* One finding, for the timeline. */
+struct us_report_event {
+    uint32_t row;         /* in a snapshot: index into rows; while recording: row id */
+    enum us_rule_id rule;
+    bool fixed;
+    enum us_stream_kind stream_kind;
+    int tid;
+    int src_device, dst_device;
+    uintptr_t stream;
+    uint64_t start_ns, held_ns, bytes;
+};
+
+/* One pipeline span (us_findings_span). */
+struct us_report_span {
+    char name[24];
+    int device;
+    int tid;
+    uint64_t start_ns, end_ns, bytes;
+};
+
+struct us_report {
+    long pid;
+    char program[64];     /* /proc/self/comm */
+    char cmdline[256];    /* the command line, arguments joined, shortened */
+    char rank[16];        /* "" when RANK and LOCAL_RANK are unset */
+    const char *mode;     /* "report", "warn", "strict" */
+    bool hooked;          /* any CUDA runtime call reached the shim */
+    uint64_t origin_mono_ns, origin_real_ns; /* one instant on both clocks */
+    uint64_t now_mono_ns; /* when the report was taken */
+    struct us_report_row *rows; /* sorted: most time held first */
+    size_t row_count;
+    struct us_report_event *events; /* oldest first */
+    size_t event_count;
+    uint64_t events_dropped; /* older events overwritten in the ring */
+    struct us_report_span *spans;
+    size_t span_count;
+    uint64_t spans_dropped;
+    char json_path[4096]; /* where the JSON went, "" when not written */
+};
+
+/* Sort rows as the report shows them: total time held, then count, then rule. */
+void us_report_sort(struct us_report_row *rows, size_t count);
+
+/* The text report, every line "unstall[pid]: ..." and newline-terminated:
+ * a header, time held per rule, the top rows with their sites, the fixes of
+ * the rules seen. NULL when memory is short. */
+char *us_report_text(const struct us_report *r, unsigned top);
+
+/* The JSON report (docs/findings.md). NULL when memory is short. */
+char *us_report_json(const struct us_report *r);
+
+/* Write text to path atomically (a temporary file beside it, then rename).
+ * False with errno set on failure. */
+bool us_report_write_file(const char *path, const char *text);
+
+/* Byte and time amounts for people: "64.0 MiB", "512 B"; "12.3 ms", "1.23 s". */
+char *us_report_bytes(uint64_t bytes, char *out, size_t size);
+char *us_report_time(uint64_t ns, char *out, size_t size);
+
+/* "legacy", "per-thread", "user" */
+const char *us_report_stream_kind_name(enum us_stream_kind kind);
+
+void us_report_free(struct us_report *r);
+
+#endif
