@@ -116,7 +116,7 @@ struct py_api {
 };
 
 static struct py_api py;
-static bool py_ok;
+static atomic_bool py_ok;
 static pthread_once_t py_once = PTHREAD_ONCE_INIT;
 
 #define PY_SYM(field, name) (*(void **)&py.field = dlsym(RTLD_DEFAULT, name)) != NULL
@@ -124,12 +124,12 @@ static pthread_once_t py_once = PTHREAD_ONCE_INIT;
 static void py_resolve(void)
 {
     /* the GIL check is the marker: without it nothing else is looked up */
-    if (dlsym(RTLD_DEFAULT, "PyGILState_Check") == NULL)
+    if (atomic_load(&py_ok) || dlsym(RTLD_DEFAULT, "PyGILState_Check") == NULL)
         return;
     *(void **)&py.current_state = dlsym(RTLD_DEFAULT, "PyThreadState_GetUnchecked"); /* 3.13 */
     if (py.current_state == NULL)
         *(void **)&py.current_state = dlsym(RTLD_DEFAULT, "_PyThreadState_UncheckedGet");
-    py_ok = py.current_state != NULL && PY_SYM(is_initialized, "Py_IsInitialized") &&
+    bool ok = py.current_state != NULL && PY_SYM(is_initialized, "Py_IsInitialized") &&
             PY_SYM(gil_check, "PyGILState_Check") &&
             PY_SYM(this_thread_state, "PyGILState_GetThisThreadState") &&
             PY_SYM(thread_frame, "PyThreadState_GetFrame") && PY_SYM(frame_code, "PyFrame_GetCode") &&
@@ -137,12 +137,19 @@ static void py_resolve(void)
             PY_SYM(get_attr, "PyObject_GetAttrString") && PY_SYM(as_utf8, "PyUnicode_AsUTF8") &&
             PY_SYM(dec_ref, "Py_DecRef") && PY_SYM(err_fetch, "PyErr_Fetch") &&
             PY_SYM(err_restore, "PyErr_Restore");
+    atomic_store(&py_ok, ok); /* publishes the pointers */
 }
 
 bool us_callsite_python_available(void)
 {
     pthread_once(&py_once, py_resolve);
-    return py_ok;
+    return atomic_load_explicit(&py_ok, memory_order_acquire);
+}
+
+void us_callsite_python_rescan(void)
+{
+    pthread_once(&py_once, py_resolve);
+    py_resolve();
 }
 
 /* Copy text into out, keeping its tail when it does not fit ("...tail"). */
@@ -267,11 +274,19 @@ uint64_t us_callsite_hash(const struct us_site *site)
 /* --- symbolize ---------------------------------------------------------------------- */
 
 typedef char *(*demangle_fn)(const char *name, char *buf, size_t *len, int *status);
-static demangle_fn demangle;
-static pthread_once_t demangle_once = PTHREAD_ONCE_INIT;
+static _Atomic(demangle_fn) demangle;
 
-/* libstdc++'s demangler when the program has it loaded; raw names otherwise */
-static void demangle_resolve(void) { *(void **)&demangle = dlsym(RTLD_DEFAULT, "__cxa_demangle"); }
+/* libstdc++'s (or libc++'s) demangler when the program has it loaded: a
+ * mangled name means a C++ library is there, so it is looked up until found */
+static demangle_fn demangler(void)
+{
+    demangle_fn fn = atomic_load(&demangle);
+    if (fn == NULL) {
+        *(void **)&fn = dlsym(RTLD_DEFAULT, "__cxa_demangle");
+        atomic_store(&demangle, fn);
+    }
+    return fn;
+}
 
 /* "ns::f<T>(int, char)" -> "ns::f<T>": cut at the parameter list, the first
  * '(' outside template brackets that is not "(anonymous namespace)" nor the
@@ -303,8 +318,8 @@ static void strip_parameters(char *name)
 
 static void name_function(const char *symbol, char *out, size_t size)
 {
-    pthread_once(&demangle_once, demangle_resolve);
-    if (demangle != NULL && symbol[0] == '_' && symbol[1] == 'Z') {
+    demangle_fn demangle = symbol[0] == '_' && symbol[1] == 'Z' ? demangler() : NULL;
+    if (demangle != NULL) {
         int status = -1;
         char *plain = demangle(symbol, NULL, NULL, &status);
         if (plain != NULL && status == 0) {

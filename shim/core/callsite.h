@@ -67,7 +67,10 @@ char *us_callsite_python_text(const struct us_site *site, int i, char *out, size
  * frames, joined with " <- ". "(unknown site)" when it has no frame. */
 char *us_callsite_line(const struct us_site *site, int native_max, char *out, size_t size);
 
-/* Whether Python's C API was found in the process (tests). Resolved once. */
+/* Whether Python's C API was found in the process. Looked up once, at the
+ * first capture; us_callsite_python_rescan looks again (tests, which load
+ * Python after the first capture). */
 bool us_callsite_python_available(void);
+void us_callsite_python_rescan(void);
 
 #endif
