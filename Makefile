@@ -66,13 +66,15 @@ deps-checked:
 	@test -f /usr/include/uthash.h || test -f .deps/include/uthash.h || sh tools/install-deps.sh
 
 # --- the simulated runtime (tests/fakecuda) -------------------------------------
+# -Bsymbolic-functions: its own internal calls bind inside it, as the real
+# runtime's do, so a preload never sees a call the program did not make.
 $(BUILD)/tests/fakecuda/%.o: tests/fakecuda/%.c $(wildcard tests/fakecuda/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -Itests/fakecuda -c $< -o $@
 
 $(FAKE_LIB): $(FAKE_OBJ) tests/fakecuda/libcudart.map
 	@mkdir -p $(FAKE_DIR)
-	$(CC) -shared -o $@ $(FAKE_OBJ) -Wl,-soname,libcudart.so.13 -Wl,--version-script=tests/fakecuda/libcudart.map -pthread -lm
+	$(CC) -shared -o $@ $(FAKE_OBJ) -Wl,-soname,libcudart.so.13 -Wl,--version-script=tests/fakecuda/libcudart.map -Wl,-Bsymbolic-functions -pthread -lm
 	ln -sf libcudart.so.13 $(FAKE_DIR)/libcudart.so
 
 $(BUILD)/fakecuda/test_%: tests/fakecuda/tests/test_%.c $(FAKE_LIB)

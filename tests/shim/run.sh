@@ -80,5 +80,16 @@ case "$?:$out" in
     *) fail runtime_loaded_rtld_local "$out" ;;
 esac
 
+# --- strict mode and the allow-list (issue 4) --------------------------------
+out=$(UNSTALL_MODE=strict with_shim "$work/prog_copies" 2>&1)
+case "$?:$out" in
+    1:*pageable_h2d*"cudaErrorNotPermitted"*) pass strict_fails_pageable_copy ;;
+    *) fail strict_fails_pageable_copy "$out" ;;
+esac
+out=$(UNSTALL_MODE=strict UNSTALL_ALLOW=pageable_h2d,pageable_d2h with_shim "$work/prog_copies" 2>&1)
+if [ $? -eq 0 ]; then pass strict_allow_list_silences; else fail strict_allow_list_silences "$out"; fi
+out=$(UNSTALL_MODE=strict UNSTALL_ALLOW='*@*prog_copies*' with_shim "$work/prog_copies" 2>&1)
+if [ $? -eq 0 ]; then pass strict_allow_by_call_site; else fail strict_allow_by_call_site "$out"; fi
+
 echo "shim: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
