@@ -1,0 +1,216 @@
+/* lanes.c - see lanes.h.
+ *
+ * The table is a uthash keyed by struct us_lane_key under one mutex, held for
+ * lookups and inserts only: a lane is made outside it (its pinned ring
+ * synchronizes the device, which may wait for work another thread has yet to
+ * issue). Two threads that make the same lane at once both succeed; the
+ * loser's lane waits among the spares for the next lane of the same devices. */
+#include "lanes.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "log.h"
+#include "pipeline_common.h"
+#include "real.h"
+#include "staging.h"
+
+static struct {
+    pthread_mutex_t mu;
+    struct us_lane *table;
+    struct us_lane *spares; /* linked through hh.next: made, not in the table */
+    unsigned count;
+} lanes = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static int logged_stream, logged_event, logged_oom;
+
+static void make_key(struct us_lane_key *key, cudaStream_t stream, int stream_device, int src, int dst)
+{
+    memset(key, 0, sizeof *key); /* padding is hashed too */
+    key->stream = stream;
+    key->thread = stream == cudaStreamPerThread ? pthread_self() : 0;
+    key->stream_device = stream_device;
+    key->src_device = src;
+    key->dst_device = dst;
+}
+
+static bool same_devices(const struct us_lane_key *a, const struct us_lane_key *b)
+{
+    return a->stream_device == b->stream_device && a->src_device == b->src_device &&
+           a->dst_device == b->dst_device;
+}
+
+/* Destroys what a lane that could not be completed made (no ring yet). */
+static void discard(struct us_lane *l)
+{
+    const struct us_real_api *real = us_real();
+    cudaEvent_t *events[] = {&l->start, &l->gate_src, &l->gate_dst, &l->done};
+    for (size_t i = 0; i < sizeof events / sizeof events[0]; i++)
+        if (*events[i] != NULL)
+            real->cudaEventDestroy(*events[i]);
+    for (unsigned i = 0; i < l->nslots; i++) {
+        if (l->filled[i] != NULL)
+            real->cudaEventDestroy(l->filled[i]);
+        if (l->freed[i] != NULL)
+            real->cudaEventDestroy(l->freed[i]);
+    }
+    if (l->d2h != NULL)
+        real->cudaStreamDestroy(l->d2h);
+    if (l->h2d != NULL)
+        real->cudaStreamDestroy(l->h2d);
+    free(l);
+}
+
+static bool make_events(struct us_lane *l, int current)
+{
+    const struct us_lane_key *k = &l->key;
+    cudaError_t err = us_pipe_event_create(k->stream_device, current, &l->start);
+    err = us_pipe_first(err, us_pipe_event_create(k->src_device, current, &l->gate_src));
+    err = us_pipe_first(err, us_pipe_event_create(k->dst_device, current, &l->gate_dst));
+    err = us_pipe_first(err, us_pipe_event_create(k->dst_device, current, &l->done));
+    for (unsigned i = 0; err == cudaSuccess && i < l->nslots; i++) {
+        err = us_pipe_event_create(k->src_device, current, &l->filled[i]);
+        err = us_pipe_first(err, us_pipe_event_create(k->dst_device, current, &l->freed[i]));
+    }
+    if (err != cudaSuccess)
+        us_log_once(&logged_event, US_LOG_WARN, "cannot create the shim's events (%s): copies go native",
+                    us_real_error_name(err));
+    return err == cudaSuccess;
+}
+
+/* A lane with streams and events, not yet a ring; NULL (logged) on failure. */
+static struct us_lane *make_lane(const struct us_lane_key *key, int current)
+{
+    const struct us_config *cfg = us_config();
+    struct us_lane *l = calloc(1, sizeof *l);
+    if (l == NULL) {
+        us_log_once(&logged_oom, US_LOG_WARN, "out of memory for the shim's lanes: copies go native");
+        return NULL;
+    }
+    l->key = *key;
+    l->nslots = cfg->slots < US_LANE_MAX_SLOTS ? cfg->slots : US_LANE_MAX_SLOTS;
+    pthread_mutex_init(&l->mu, NULL);
+    cudaError_t err = us_pipe_stream_create(key->src_device, current, &l->d2h);
+    err = us_pipe_first(err, us_pipe_stream_create(key->dst_device, current, &l->h2d));
+    if (err != cudaSuccess) {
+        us_log_once(&logged_stream, US_LOG_WARN, "cannot create the shim's streams (%s): copies go native",
+                    us_real_error_name(err));
+        discard(l);
+        return NULL;
+    }
+    if (!make_events(l, current)) {
+        discard(l);
+        return NULL;
+    }
+    return l;
+}
+
+/* Under lanes.mu: a lane of the same devices nobody uses now and whose last
+ * copy is complete, taken out of the table; or NULL. Only non-blocking calls. */
+static struct us_lane *take_idle_locked(const struct us_lane_key *key)
+{
+    const struct us_real_api *real = us_real();
+    struct us_lane *l, *tmp;
+    HASH_ITER(hh, lanes.table, l, tmp) {
+        if (!same_devices(&l->key, key) || pthread_mutex_trylock(&l->mu) != 0)
+            continue;
+        bool idle = !l->broken && (!l->used || (real->cudaEventQuery(l->done) == cudaSuccess &&
+                                                real->cudaStreamQuery(l->d2h) == cudaSuccess));
+        pthread_mutex_unlock(&l->mu);
+        if (idle) {
+            HASH_DEL(lanes.table, l);
+            lanes.count--;
+            return l;
+        }
+    }
+    return NULL;
+}
+
+static struct us_lane *take_spare_locked(const struct us_lane_key *key)
+{
+    for (struct us_lane **p = &lanes.spares; *p != NULL; p = (struct us_lane **)&(*p)->hh.next) {
+        struct us_lane *l = *p;
+        if (same_devices(&l->key, key)) {
+            *p = l->hh.next;
+            return l;
+        }
+    }
+    return NULL;
+}
+
+/* Under lanes.mu: `l` enters the table under `key`, unless a lane for the key
+ * got there first: then `l` becomes a spare and that lane is returned. */
+static struct us_lane *insert_locked(struct us_lane *l, const struct us_lane_key *key)
+{
+    struct us_lane *found;
+    HASH_FIND(hh, lanes.table, key, sizeof *key, found);
+    if (found != NULL) {
+        l->hh.next = lanes.spares;
+        lanes.spares = l;
+        return found;
+    }
+    l->key = *key; /* a taken-over lane keeps `used`: its done event still gates its next copy */
+    HASH_ADD(hh, lanes.table, key, sizeof l->key, l);
+    lanes.count++;
+    return l;
+}
+
+struct us_lane *us_lane_peer(cudaStream_t stream, int stream_device, int src_device, int dst_device, int current)
+{
+    struct us_lane_key key;
+    make_key(&key, stream, stream_device, src_device, dst_device);
+
+    pthread_mutex_lock(&lanes.mu);
+    struct us_lane *l;
+    HASH_FIND(hh, lanes.table, &key, sizeof key, l);
+    if (l != NULL && l->broken) {
+        HASH_DEL(lanes.table, l); /* leaked: its streams may still hold work */
+        lanes.count--;
+        l = NULL;
+    }
+    if (l == NULL && (l = take_spare_locked(&key)) != NULL)
+        l = insert_locked(l, &key);
+    pthread_mutex_unlock(&lanes.mu);
+    if (l != NULL)
+        return l;
+
+    l = make_lane(&key, current);
+    if (l == NULL)
+        return NULL;
+    l->ring_bytes = (size_t)l->nslots * us_config()->chunk_bytes;
+    void *ring;
+    if (us_staging_ring_alloc(l->ring_bytes, &ring)) {
+        l->ring = ring;
+    } else {
+        /* no room for another ring: take over an idle lane of the same devices */
+        discard(l);
+        pthread_mutex_lock(&lanes.mu);
+        l = take_idle_locked(&key);
+        if (l != NULL)
+            l = insert_locked(l, &key);
+        pthread_mutex_unlock(&lanes.mu);
+        return l;
+    }
+    pthread_mutex_lock(&lanes.mu);
+    l = insert_locked(l, &key);
+    pthread_mutex_unlock(&lanes.mu);
+    return l;
+}
+
+unsigned us_lanes_count(void)
+{
+    pthread_mutex_lock(&lanes.mu);
+    unsigned n = lanes.count;
+    pthread_mutex_unlock(&lanes.mu);
+    return n;
+}
+
+void us_lanes_reset(void)
+{
+    pthread_mutex_lock(&lanes.mu);
+    HASH_CLEAR(hh, lanes.table);
+    lanes.spares = NULL;
+    lanes.count = 0;
+    pthread_mutex_unlock(&lanes.mu);
+}

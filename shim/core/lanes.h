@@ -1,0 +1,66 @@
+/* lanes.h - the shim's own streams and events for staged peer copies.
+ *
+ * A lane belongs to one (user stream, device of that stream, source device,
+ * destination device): a non-blocking D2H stream on the source device, a
+ * non-blocking H2D stream on the destination device, the events that chain
+ * them, and a pinned ring of `slots` x chunk_bytes that only this lane uses.
+ * Copies on different user streams therefore never queue behind each other
+ * inside the shim, and a slot's free event never depends on another user
+ * stream's work (the seed 000 stall, and the deadlocks a shared stream could
+ * make). The per-thread default stream is a different stream on every
+ * thread, so its lanes are per thread as well.
+ *
+ * Lanes are made on first use with the right device current (the caller's
+ * is restored), live for the process (never destroyed: contract 8), and
+ * serialize the copies issued through them with their own mutex, held only
+ * across calls that do not block. When pinned_max leaves no room for a new
+ * ring, an idle lane of the same devices is taken over. */
+#ifndef UNSTALL_LANES_H
+#define UNSTALL_LANES_H
+
+#include <cuda_runtime_api.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <uthash.h>
+
+#define US_LANE_MAX_SLOTS 64 /* option slots is at most 64 */
+
+struct us_lane_key {
+    cudaStream_t stream;    /* explicit handle (us_copy_stream) */
+    pthread_t thread;       /* the per-thread default stream's thread; else 0 */
+    int stream_device, src_device, dst_device;
+};
+
+struct us_lane {
+    struct us_lane_key key;
+    UT_hash_handle hh;
+    pthread_mutex_t mu;      /* held while a copy issues through the lane */
+    cudaStream_t d2h;        /* on src_device */
+    cudaStream_t h2d;        /* on dst_device */
+    cudaEvent_t start;       /* stream_device: recorded on the user stream */
+    cudaEvent_t gate_src;    /* src_device: its legacy stream (cudaMemcpyPeer) */
+    cudaEvent_t gate_dst;    /* dst_device: its legacy stream (cudaMemcpyPeer) */
+    cudaEvent_t done;        /* dst_device: after the last H2D of a copy */
+    cudaEvent_t filled[US_LANE_MAX_SLOTS]; /* src_device: chunk in the ring */
+    cudaEvent_t freed[US_LANE_MAX_SLOTS];  /* dst_device: chunk out of the ring */
+    unsigned nslots;
+    char *ring;              /* nslots * slot_bytes, pinned, portable */
+    size_t ring_bytes;
+    bool used;               /* done has been recorded */
+    bool broken;             /* its state is unknown after a failure: not used again */
+};
+
+/* The lane for copies from src_device to dst_device ordered with `stream`
+ * (which belongs to stream_device); `current` is the caller's device. Made
+ * on first use. NULL when its streams, events or ring cannot be had (the
+ * reason logged once): decline. The caller locks lane->mu around its use. */
+struct us_lane *us_lane_peer(cudaStream_t stream, int stream_device, int src_device, int dst_device, int current);
+
+/* Lanes in the table (tests). */
+unsigned us_lanes_count(void);
+
+/* Tests: forget every lane (their streams, events and rings are leaked). */
+void us_lanes_reset(void);
+
+#endif

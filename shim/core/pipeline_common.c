@@ -1,0 +1,201 @@
+/* pipeline_common.c - see pipeline_common.h. */
+#include "pipeline_common.h"
+
+#include "config.h"
+#include "device_state.h"
+#include "findings.h"
+#include "log.h"
+#include "state.h"
+
+/* The runtime functions some pipeline calls. A runtime that lacks one gets
+ * no rewrite at all: simpler to reason about than per-pipeline subsets. */
+#define US_PIPE_NEEDS(X)                                                                    \
+    X(cudaThreadExchangeStreamCaptureMode) X(cudaStreamIsCapturing) X(cudaGetDevice)          \
+    X(cudaSetDevice) X(cudaStreamGetDevice) X(cudaStreamCreateWithFlags) X(cudaStreamDestroy) \
+    X(cudaStreamQuery) X(cudaStreamSynchronize) X(cudaStreamWaitEvent) X(cudaEventCreateWithFlags) X(cudaEventDestroy) \
+    X(cudaEventRecord) X(cudaEventQuery) X(cudaEventSynchronize) X(cudaMemcpyAsync)           \
+    X(cudaHostAlloc) X(cudaLaunchHostFunc)
+
+static int logged_no_slot, logged_slot_event, logged_missing, logged_mode, logged_capture, logged_capture_query, logged_device,
+    logged_stream_device, logged_device_range;
+
+static const char *missing_function(const struct us_real_api *real)
+{
+#define US_PIPE_CHECK(fn)    \
+    if (real->fn == NULL)    \
+        return #fn;
+    US_PIPE_NEEDS(US_PIPE_CHECK)
+#undef US_PIPE_CHECK
+    return NULL;
+}
+
+static void restore_mode(struct us_pipe *p)
+{
+    enum cudaStreamCaptureMode mode = p->saved_mode;
+    p->real->cudaThreadExchangeStreamCaptureMode(&mode);
+}
+
+bool us_pipe_begin(struct us_pipe *p, const struct us_copy *c)
+{
+    const struct us_real_api *real = us_real();
+    const char *missing = missing_function(real);
+    if (missing != NULL) {
+        us_log_once(&logged_missing, US_LOG_WARN, "the runtime lacks %s: copies are not rewritten", missing);
+        return false;
+    }
+    p->real = real;
+    p->copy = c;
+    p->stream = us_copy_stream(c);
+    p->start_ns = us_now_ns();
+    p->saved_mode = cudaStreamCaptureModeRelaxed;
+    cudaError_t err = real->cudaThreadExchangeStreamCaptureMode(&p->saved_mode);
+    if (err != cudaSuccess) {
+        us_log_once(&logged_mode, US_LOG_WARN, "cudaThreadExchangeStreamCaptureMode failed (%s): copies go native",
+                    us_real_error_name(err));
+        return false;
+    }
+
+    enum cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    err = real->cudaStreamIsCapturing(p->stream, &status);
+    if (err != cudaSuccess) {
+        us_log_once(&logged_capture_query, US_LOG_INFO,
+                    "cudaStreamIsCapturing failed (%s): the copy goes native", us_real_error_name(err));
+        goto declined;
+    }
+    if (status != cudaStreamCaptureStatusNone) {
+        us_log_once(&logged_capture, US_LOG_INFO,
+                    "a copy on a stream being captured into a graph goes native (not rewritten)");
+        goto declined;
+    }
+    err = real->cudaGetDevice(&p->current_device);
+    if (err != cudaSuccess) {
+        us_log_once(&logged_device, US_LOG_WARN, "cudaGetDevice failed (%s): the copy goes native",
+                    us_real_error_name(err));
+        goto declined;
+    }
+    /* legacy and per-thread handles: the current device's stream */
+    err = real->cudaStreamGetDevice(p->stream, &p->stream_device);
+    if (err != cudaSuccess) {
+        us_log_once(&logged_stream_device, US_LOG_INFO,
+                    "cudaStreamGetDevice failed (%s): the copy goes native", us_real_error_name(err));
+        goto declined;
+    }
+    if (p->stream_device < 0 || p->stream_device >= US_MAX_DEVICES || p->current_device < 0 ||
+        p->current_device >= US_MAX_DEVICES || c->src_mem.device >= US_MAX_DEVICES ||
+        c->dst_mem.device >= US_MAX_DEVICES) {
+        us_log_once(&logged_device_range, US_LOG_WARN, "device numbers of %d and above are not rewritten",
+                    US_MAX_DEVICES);
+        goto declined;
+    }
+    return true;
+
+declined:
+    restore_mode(p);
+    return false;
+}
+
+void us_pipe_end(struct us_pipe *p, const char *span, int device)
+{
+    restore_mode(p);
+    if (span != NULL)
+        us_findings_span(span, device, p->start_ns, us_now_ns(), p->copy->bytes);
+}
+
+size_t us_pipe_peer_chunk(size_t bytes, size_t slot_bytes, size_t ring_bytes, unsigned max_chunks)
+{
+    size_t chunk = slot_bytes;
+    if (max_chunks > 0 && us_pipe_chunks(bytes, chunk) > max_chunks) {
+        chunk = us_pipe_chunks(bytes, max_chunks);
+        chunk = (chunk + 4095) & ~(size_t)4095;
+    }
+    if (chunk > ring_bytes / 2)
+        chunk = ring_bytes / 2;
+    return chunk;
+}
+
+/* Runs make(out) with `device` current, switching only when needed. */
+static cudaError_t on_device(int device, int current, cudaError_t (*make)(void *, unsigned), void *out,
+                             unsigned flags)
+{
+    const struct us_real_api *real = us_real();
+    if (device != current) {
+        cudaError_t err = real->cudaSetDevice(device);
+        if (err != cudaSuccess)
+            return err;
+    }
+    cudaError_t err = make(out, flags);
+    if (device != current) {
+        cudaError_t back = real->cudaSetDevice(current);
+        if (err == cudaSuccess && back != cudaSuccess) {
+            err = back;
+        }
+    }
+    return err;
+}
+
+static cudaError_t make_event(void *out, unsigned flags)
+{
+    return us_real()->cudaEventCreateWithFlags(out, flags);
+}
+
+static cudaError_t make_stream(void *out, unsigned flags)
+{
+    return us_real()->cudaStreamCreateWithFlags(out, flags);
+}
+
+cudaError_t us_pipe_event_create(int device, int current, cudaEvent_t *out)
+{
+    cudaEvent_t ev = NULL;
+    cudaError_t err = on_device(device, current, make_event, &ev, cudaEventDisableTiming);
+    if (err == cudaSuccess)
+        *out = ev;
+    else if (ev != NULL)
+        us_real()->cudaEventDestroy(ev);
+    return err;
+}
+
+cudaError_t us_pipe_stream_create(int device, int current, cudaStream_t *out)
+{
+    cudaStream_t s = NULL;
+    cudaError_t err = on_device(device, current, make_stream, &s, cudaStreamNonBlocking);
+    if (err == cudaSuccess)
+        *out = s;
+    else if (s != NULL)
+        us_real()->cudaStreamDestroy(s);
+    return err;
+}
+
+unsigned us_pipe_claim_cap(void)
+{
+    size_t n = us_config()->pinned_max / 2 / us_staging_slot_bytes();
+    return n < 1 ? 1 : n > US_STAGING_MAX_CLAIM ? US_STAGING_MAX_CLAIM : (unsigned)n;
+}
+
+bool us_pipe_claim(const struct us_pipe *p, unsigned want, struct us_pipe_slots *s)
+{
+    s->n = us_staging_claim(want, s->slot);
+    if (s->n == 0) {
+        us_log_once(&logged_no_slot, US_LOG_INFO,
+                    "no pinned staging free without waiting: the copy goes native (pinned_max, or every slot busy)");
+        return false;
+    }
+    cudaError_t err = cudaSuccess;
+    for (unsigned i = 0; i < s->n; i++) {
+        s->pending[i] = -1; /* claimed slots are free */
+        if (err == cudaSuccess)
+            err = us_staging_slot_event(s->slot[i], p->stream_device, p->current_device, &s->event[i]);
+    }
+    if (err != cudaSuccess) {
+        us_log_once(&logged_slot_event, US_LOG_WARN, "cannot create the shim's events (%s): copies go native",
+                    us_real_error_name(err));
+        us_pipe_release(s);
+        return false;
+    }
+    return true;
+}
+
+void us_pipe_release(struct us_pipe_slots *s)
+{
+    us_staging_release(s->slot, s->n, s->pending);
+    s->n = 0;
+}

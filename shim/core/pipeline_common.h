@@ -1,0 +1,90 @@
+/* pipeline_common.h - what the three pipelines share: the checks before a
+ * rewrite (capture, stream, device), the capture mode the shim's own calls run
+ * in, chunk arithmetic, and events and streams made on a given device.
+ *
+ * A pipeline brackets its work with us_pipe_begin/us_pipe_end. Between them
+ * every CUDA call of the shim on this thread runs in relaxed capture mode
+ * (design.md, contract 7): it cannot invalidate a global-mode capture that
+ * another thread has in progress. */
+#ifndef UNSTALL_PIPELINE_COMMON_H
+#define UNSTALL_PIPELINE_COMMON_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "copy.h"
+#include "real.h"
+#include "staging.h"
+
+struct us_pipe {
+    const struct us_real_api *real;
+    const struct us_copy *copy;
+    cudaStream_t stream;  /* us_copy_stream(): explicit, valid for the plain entries */
+    int stream_device;    /* the device the stream belongs to */
+    int current_device;   /* the caller's, restored after any switch */
+    enum cudaStreamCaptureMode saved_mode;
+    uint64_t start_ns;
+};
+
+/* The checks every pipeline makes before it issues anything: the runtime
+ * has the functions the pipelines call, the stream is valid and not
+ * capturing. Switches this thread to relaxed capture mode. False: declined,
+ * the reason logged once, the mode restored; the caller goes native. */
+bool us_pipe_begin(struct us_pipe *p, const struct us_copy *c);
+
+/* Restores the capture mode and records the span (host time in the call);
+ * span NULL: a pipeline that declined after us_pipe_begin, nothing recorded. */
+void us_pipe_end(struct us_pipe *p, const char *span, int device);
+
+/* Slots of the shared staging pool that one copy holds, with their events on
+ * the stream's device, and what each one is when given back. */
+struct us_pipe_slots {
+    unsigned n;
+    struct us_slot *slot[US_STAGING_MAX_CLAIM];
+    cudaEvent_t event[US_STAGING_MAX_CLAIM];
+    int pending[US_STAGING_MAX_CLAIM]; /* -1 free, a device, or US_STAGING_LOST */
+};
+
+/* The most slots one copy claims: half of pinned_max, at least one. */
+unsigned us_pipe_claim_cap(void);
+
+/* Claims up to `want` slots (all free now, nobody waits for anything) and
+ * their events on the stream's device. false: none to be had, declined and
+ * logged once; nothing is held. */
+bool us_pipe_claim(const struct us_pipe *p, unsigned want, struct us_pipe_slots *s);
+
+/* Gives the slots back, as s->pending says. */
+void us_pipe_release(struct us_pipe_slots *s);
+
+/* Chunk arithmetic. Chunks of `chunk` bytes, the last one shorter. */
+static inline size_t us_pipe_chunks(size_t bytes, size_t chunk)
+{
+    return bytes / chunk + (bytes % chunk != 0);
+}
+
+static inline size_t us_pipe_chunk_len(size_t bytes, size_t chunk, size_t index)
+{
+    size_t off = index * chunk;
+    return bytes - off < chunk ? bytes - off : chunk;
+}
+
+/* The chunk size of a staged peer copy through a ring of `ring_bytes`:
+ * `slot_bytes` as long as that makes at most `max_chunks` chunks, else larger
+ * (4 KiB multiples) so that the host time in the call stays bounded, but never
+ * more than half the ring (two chunks in flight at least). */
+size_t us_pipe_peer_chunk(size_t bytes, size_t slot_bytes, size_t ring_bytes, unsigned max_chunks);
+
+/* An event (cudaEventDisableTiming) or a non-blocking stream made on
+ * `device`, switching to it and back to `current` when they differ. */
+cudaError_t us_pipe_event_create(int device, int current, cudaEvent_t *out);
+cudaError_t us_pipe_stream_create(int device, int current, cudaStream_t *out);
+
+/* The error a CUDA call failed with, or `err` when it is cudaSuccess: for
+ * chaining "first error wins". */
+static inline cudaError_t us_pipe_first(cudaError_t first, cudaError_t err)
+{
+    return first != cudaSuccess ? first : err;
+}
+
+#endif

@@ -1,0 +1,73 @@
+/* pipeline_h2d.c - case B: a host-to-device copy from pageable memory, which
+ * the driver makes wait for the stream to drain before it reads the source.
+ *
+ * The source is copied (us_hostcopy, several threads when large) into pinned
+ * slots the copy claims from the shared pool, chunk by chunk, and each chunk
+ * goes to the device with a cudaMemcpyAsync on the user stream itself,
+ * followed by its slot's event. The call returns once the source is consumed,
+ * without waiting for earlier work on the stream; the transfers follow in
+ * stream order. The user stream itself (not a lane) because it is stream
+ * order by construction (legacy and per-thread semantics included), costs 2
+ * calls per chunk instead of 6, and an asynchronous failure of a chunk is an
+ * error of the user stream, exactly where the native one would be.
+ *
+ * The copy claims as many slots as it has chunks (up to half of pinned_max),
+ * all free at claim time, so the host waits for the GPU only when a copy is
+ * larger than that: then it reuses its own slots, waiting for its own earlier
+ * chunks (never for another stream's work). No free slot at all: native.
+ *
+ * cudaMemcpy (synchronous): the same, then the host waits for the last
+ * chunk's event, so the call returns when the copy is done, as native does. */
+#include "pipeline.h"
+
+#include "hostcopy.h"
+#include "pipeline_common.h"
+
+bool us_pipeline_h2d(const struct us_copy *c, cudaError_t *result)
+{
+    struct us_pipe p;
+    if (!us_pipe_begin(&p, c))
+        return false;
+    const struct us_real_api *real = p.real;
+    size_t chunk = us_staging_slot_bytes(), n = us_pipe_chunks(c->bytes, chunk);
+    unsigned cap = us_pipe_claim_cap();
+    struct us_pipe_slots s;
+    if (!us_pipe_claim(&p, n < cap ? (unsigned)n : cap, &s)) {
+        us_pipe_end(&p, NULL, -1);
+        return false;
+    }
+
+    cudaError_t err = cudaSuccess;
+    size_t i = 0;
+    for (; i < n; i++) {
+        unsigned k = (unsigned)(i % s.n);
+        size_t off = i * chunk, len = us_pipe_chunk_len(c->bytes, chunk, i);
+        if (s.pending[k] >= 0) { /* our own chunk i - s.n is still on its way */
+            err = real->cudaEventSynchronize(s.event[k]);
+            if (err != cudaSuccess)
+                break;
+            s.pending[k] = -1;
+        }
+        us_hostcopy(s.slot[k]->ptr, (const char *)c->src + off, len);
+        err = real->cudaMemcpyAsync((char *)c->dst + off, s.slot[k]->ptr, len, cudaMemcpyHostToDevice, p.stream);
+        if (err != cudaSuccess)
+            break;
+        err = real->cudaEventRecord(s.event[k], p.stream);
+        s.pending[k] = err == cudaSuccess ? p.stream_device : US_STAGING_LOST;
+        if (err != cudaSuccess) {
+            i++;
+            break;
+        }
+    }
+    if (i == 0) { /* the first chunk was refused: the native call gives the native error */
+        us_pipe_release(&s);
+        us_pipe_end(&p, NULL, -1);
+        return false;
+    }
+    if (err == cudaSuccess && us_copy_is_sync(c)) /* before release: nobody re-records it */
+        err = real->cudaEventSynchronize(s.event[(n - 1) % s.n]);
+    us_pipe_release(&s);
+    *result = err;
+    us_pipe_end(&p, "pageable_h2d", c->dst_mem.device);
+    return true;
+}

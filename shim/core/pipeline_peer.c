@@ -1,0 +1,173 @@
+/* pipeline_peer.c - case A: a copy between two devices without peer access,
+ * which the driver would stage through the host holding the caller (and
+ * queue behind every other staged copy on the machine).
+ *
+ * Through the lane of (user stream, source, destination) (lanes.h):
+ *
+ *   user stream:  ... record(start) .................................. wait(done) ...
+ *   D2H (src):        wait(start) [wait(prev done)] | [wait(freed[k])] D2H chunk->ring[k] record(filled[k]) | ...
+ *   H2D (dst):                                      | wait(filled[k]) H2D ring[k]->chunk [record(freed[k])] | ... record(done)
+ *
+ * Every wait is GPU-side; the host never waits on the asynchronous path. The
+ * ring has `slots` slots of chunk_bytes; a large copy moves in larger chunks
+ * (several slots each, at most half the ring) so that it is cut into at most
+ * US_PEER_MAX_CHUNKS chunks: 5 calls per chunk (6 once the ring wraps) plus 4
+ * per copy keep the host time in the call bounded. */
+#include "pipeline.h"
+
+#include "lanes.h"
+#include "log.h"
+#include "pipeline_common.h"
+
+#define US_PEER_MAX_CHUNKS 16
+
+static int logged_start, logged_broken;
+
+/* An asynchronous failure of an earlier copy through the lane, which the
+ * runtime reports from later calls; cudaSuccess when there was none. */
+static cudaError_t lane_error(const struct us_real_api *real, const struct us_lane *l)
+{
+    cudaError_t errs[2] = {real->cudaStreamQuery(l->d2h), real->cudaStreamQuery(l->h2d)};
+    for (int i = 0; i < 2; i++)
+        if (errs[i] != cudaSuccess && errs[i] != cudaErrorNotReady)
+            return errs[i];
+    return cudaSuccess;
+}
+
+/* cudaMemcpyPeer is serialized with the legacy streams of the source and
+ * destination devices too: the D2H stream waits for them. */
+static cudaError_t gate_on_legacy(const struct us_pipe *p, const struct us_lane *l)
+{
+    const struct us_real_api *real = p->real;
+    const int devices[2] = {l->key.src_device, l->key.dst_device};
+    const cudaEvent_t events[2] = {l->gate_src, l->gate_dst};
+    cudaError_t err = cudaSuccess;
+    for (int i = 0; i < 2 && err == cudaSuccess; i++) {
+        if (devices[i] == p->stream_device)
+            continue; /* its legacy stream is the user stream: start covers it */
+        err = real->cudaSetDevice(devices[i]);
+        if (err != cudaSuccess)
+            break;
+        err = real->cudaEventRecord(events[i], cudaStreamLegacy);
+        err = us_pipe_first(err, real->cudaSetDevice(p->current_device));
+        if (err == cudaSuccess)
+            err = real->cudaStreamWaitEvent(l->d2h, events[i], 0);
+    }
+    return err;
+}
+
+/* Orders the D2H stream after the user stream (and after the lane's previous
+ * copy, which used the same ring). false: nothing the copy needs was issued. */
+static bool gate(const struct us_pipe *p, struct us_lane *l)
+{
+    const struct us_real_api *real = p->real;
+    cudaError_t err = real->cudaEventRecord(l->start, p->stream);
+    if (err == cudaSuccess)
+        err = real->cudaStreamWaitEvent(l->d2h, l->start, 0);
+    if (err == cudaSuccess && l->used)
+        err = real->cudaStreamWaitEvent(l->d2h, l->done, 0);
+    if (err == cudaSuccess && p->copy->api == US_API_MEMCPY_PEER)
+        err = gate_on_legacy(p, l);
+    if (err != cudaSuccess)
+        us_log_once(&logged_start, US_LOG_INFO, "cannot order the shim's streams after the copy's stream (%s): "
+                    "the copy goes native", us_real_error_name(err));
+    return err == cudaSuccess;
+}
+
+/* The chunks. Returns the first error; *issued: whether any chunk was. */
+static cudaError_t chunks(const struct us_pipe *p, struct us_lane *l, bool *issued)
+{
+    const struct us_real_api *real = p->real;
+    const struct us_copy *c = p->copy;
+    size_t chunk = us_pipe_peer_chunk(c->bytes, l->ring_bytes / l->nslots, l->ring_bytes, US_PEER_MAX_CHUNKS);
+    size_t places = l->ring_bytes / chunk;
+    if (places > l->nslots)
+        places = l->nslots; /* one pair of events per place */
+    size_t n = us_pipe_chunks(c->bytes, chunk);
+    cudaError_t err = cudaSuccess;
+    *issued = false;
+    for (size_t i = 0; i < n && err == cudaSuccess; i++) {
+        size_t k = i % places, off = i * chunk, len = us_pipe_chunk_len(c->bytes, chunk, i);
+        char *slot = l->ring + k * chunk;
+        if (i >= places)
+            err = real->cudaStreamWaitEvent(l->d2h, l->freed[k], 0);
+        if (err == cudaSuccess)
+            err = real->cudaMemcpyAsync(slot, (const char *)c->src + off, len, cudaMemcpyDeviceToHost, l->d2h);
+        if (err != cudaSuccess)
+            break;
+        *issued = true;
+        err = real->cudaEventRecord(l->filled[k], l->d2h);
+        if (err == cudaSuccess)
+            err = real->cudaStreamWaitEvent(l->h2d, l->filled[k], 0);
+        if (err == cudaSuccess)
+            err = real->cudaMemcpyAsync((char *)c->dst + off, slot, len, cudaMemcpyHostToDevice, l->h2d);
+        if (err == cudaSuccess && i + places < n)
+            err = real->cudaEventRecord(l->freed[k], l->h2d);
+    }
+    return err;
+}
+
+/* Under l->mu. false: declined, nothing issued that the user stream waits on. */
+static bool issue(const struct us_pipe *p, struct us_lane *l, cudaError_t *result)
+{
+    const struct us_real_api *real = p->real;
+    if (l->broken) {
+        us_log_once(&logged_broken, US_LOG_INFO, "a lane failed earlier: its copies go native");
+        return false;
+    }
+    if (l->used) {
+        cudaError_t earlier = lane_error(real, l);
+        if (earlier != cudaSuccess) {
+            *result = earlier;
+            return true;
+        }
+    }
+    if (!gate(p, l))
+        return false;
+
+    bool issued;
+    cudaError_t err = chunks(p, l, &issued);
+    /* the lane's next copy waits for everything issued here, failed or not */
+    cudaError_t done = real->cudaEventRecord(l->done, l->h2d);
+    if (done != cudaSuccess)
+        l->broken = true;
+    else
+        l->used = true;
+    if (!issued)
+        return false; /* the first chunk was refused: the native call gives the native error */
+    err = us_pipe_first(err, done);
+    if (err == cudaSuccess)
+        err = real->cudaStreamWaitEvent(p->stream, l->done, 0);
+    /* On a failure the user stream is not made to wait: the call failed, as
+     * the native one would have, and no event it waits for is left unrecorded. */
+    *result = err;
+    return true;
+}
+
+bool us_pipeline_peer(const struct us_copy *c, cudaError_t *result)
+{
+    struct us_pipe p;
+    if (!us_pipe_begin(&p, c))
+        return false;
+    int src = c->src_mem.device, dst = c->dst_mem.device;
+    struct us_lane *l = us_lane_peer(p.stream, p.stream_device, src, dst, p.current_device);
+    if (l == NULL) {
+        us_pipe_end(&p, NULL, dst);
+        return false;
+    }
+    pthread_mutex_lock(&l->mu);
+    bool done = issue(&p, l, result);
+    pthread_mutex_unlock(&l->mu);
+    if (!done) {
+        us_pipe_end(&p, NULL, dst);
+        return false;
+    }
+    if (*result == cudaSuccess && us_copy_is_sync(c)) {
+        /* native semantics: returns when the copy is done */
+        *result = p.real->cudaStreamSynchronize(p.stream);
+        if (*result == cudaSuccess)
+            *result = lane_error(p.real, l);
+    }
+    us_pipe_end(&p, "staged_peer", dst);
+    return true;
+}
