@@ -294,7 +294,7 @@ static void *staged_copy_thread(void *p)
  * staged copy on stream B issued from another thread 50 ms later. */
 static void seed000(bool peer, struct staged_copy *b, double *held_a, double *done_a)
 {
-    size_t n = 8 << 20;
+    size_t n = (1 << 20) + 5;
     cudaStream_t sa = new_stream(0), sb = new_stream(0);
     unsigned char *src = dev_alloc(0, n), *src2 = dev_alloc(0, n), *dst = dev_alloc(1, n), *dst2 = dev_alloc(1, n);
     unsigned char *ref = malloc(n), *back = malloc(n);
