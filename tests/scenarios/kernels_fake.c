@@ -1,0 +1,46 @@
+/* kernels_fake.c - the scenarios' kernels on the simulated runtime
+ * (kernels.h). A fakecuda kernel is a host function `void (*)(void **args)`
+ * passed as `func` to cudaLaunchKernel; it runs on the stream's worker and
+ * spends simulated time with fakecuda_sleep_us (docs/fakecuda.md). */
+#include "kernels.h"
+
+#include <pthread.h>
+
+#include "../fakecuda/fakecuda.h"
+#include "scenario.h"
+
+static void sleep_kernel(void **args)
+{
+    fakecuda_sleep_us(*(double *)args[0]);
+}
+
+static void empty_kernel(void **args)
+{
+    (void)args;
+}
+
+static pthread_once_t registered = PTHREAD_ONCE_INIT;
+
+/* The argument values are copied at launch, as a real launch does. */
+static void register_kernels(void)
+{
+    size_t sizes[] = {sizeof(double)};
+    fakecuda_register_kernel((const void *)sleep_kernel, 1, sizes);
+    fakecuda_register_kernel((const void *)empty_kernel, 0, NULL);
+}
+
+void scn_kernel_sleep(cudaStream_t stream, double ms)
+{
+    pthread_once(&registered, register_kernels);
+    double us = ms * 1000.0;
+    void *args[] = {&us};
+    dim3 one = {1, 1, 1};
+    SCN_CK(cudaLaunchKernel((const void *)sleep_kernel, one, one, args, 0, stream));
+}
+
+void scn_kernel_empty(cudaStream_t stream)
+{
+    pthread_once(&registered, register_kernels);
+    dim3 one = {1, 1, 1};
+    SCN_CK(cudaLaunchKernel((const void *)empty_kernel, one, one, NULL, 0, stream));
+}
