@@ -15,7 +15,7 @@
 /* Frames the shim itself may have between the capture and the CUDA entry the
  * program called (watch/copy, the entry, an inlined helper or two): captured
  * beyond the depth kept, then dropped by the self range. */
-#define SELF_SLACK 12
+#define SELF_SLACK 6
 
 /* --- the shim's own frames ---------------------------------------------------------- */
 

@@ -144,8 +144,8 @@ static void warn_line(const struct us_finding *f, const struct us_site *site, ui
         ADD(" %s", us_copy_path_name(f->path));
     if (f->src_device >= 0 && f->dst_device >= 0 && f->src_device != f->dst_device)
         ADD(" device %d -> %d", f->src_device, f->dst_device);
-    else if (f->dst_device >= 0)
-        ADD(" device %d", f->dst_device);
+    else if (f->dst_device >= 0 || f->src_device >= 0)
+        ADD(" device %d", f->dst_device >= 0 ? f->dst_device : f->src_device);
     if (f->stream != NULL && f->stream_kind == US_STREAM_USER)
         ADD(" on stream %p", (void *)f->stream);
     else if (f->stream != NULL)
