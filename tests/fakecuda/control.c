@@ -121,7 +121,8 @@ void fc_faults_from_env(void)
 
 cudaError_t fakecuda_fail_stream(cudaStream_t stream, cudaError_t err)
 {
-    fc_init();
+    if (!fc_enter())
+        return fc_ret(cudaErrorInitializationError);
     pthread_mutex_lock(&fc_g.mu);
     struct fc_stream *s;
     cudaError_t rc = fc_stream_get(stream, false, &s);
@@ -133,7 +134,8 @@ cudaError_t fakecuda_fail_stream(cudaStream_t stream, cudaError_t err)
 
 void fakecuda_reset_faults(void)
 {
-    fc_init();
+    if (!fc_enter())
+        return;
     for (int site = 0; site < FAKECUDA_FAULT_SITES; site++)
         arm((enum fakecuda_fault_site)site, 0, 0, cudaSuccess);
     pthread_mutex_lock(&fc_g.mu);

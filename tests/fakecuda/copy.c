@@ -171,7 +171,8 @@ enum fc_hold {
 
 static cudaError_t do_copy(const struct fc_copy_args *a)
 {
-    fc_init();
+    if (!fc_enter())
+        return cudaErrorInitializationError;
     if ((unsigned)a->kind > cudaMemcpyDefault)
         return cudaErrorInvalidMemcpyDirection;
     if (a->peer_api && (a->dst_device < 0 || a->dst_device >= fc_g.ndev || a->src_device < 0 ||
@@ -387,7 +388,8 @@ static void memset_run(struct fc_op *op, cudaError_t status)
  * at once for device memory and waits for pinned memory (real API docs). */
 static cudaError_t do_memset(void *dst, int value, size_t count, cudaStream_t stream, bool per_thread, bool sync)
 {
-    fc_init();
+    if (!fc_enter())
+        return cudaErrorInitializationError;
     if (count == 0)
         return cudaSuccess;
     struct fc_mem_info m;

@@ -13,7 +13,8 @@ static bool valid_device(int d)
 
 cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int device)
 {
-    fc_init();
+    if (!fc_enter())
+        return fc_ret(cudaErrorInitializationError);
     if (value == NULL)
         return fc_ret(cudaErrorInvalidValue);
     if (!valid_device(device))
@@ -48,7 +49,8 @@ cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int dev
 
 cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int device)
 {
-    fc_init();
+    if (!fc_enter())
+        return fc_ret(cudaErrorInitializationError);
     if (prop == NULL)
         return fc_ret(cudaErrorInvalidValue);
     if (!valid_device(device))
@@ -88,7 +90,8 @@ cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int device)
 
 cudaError_t cudaDeviceCanAccessPeer(int *can, int device, int peer)
 {
-    fc_init();
+    if (!fc_enter())
+        return fc_ret(cudaErrorInitializationError);
     if (can == NULL)
         return fc_ret(cudaErrorInvalidValue);
     if (!valid_device(device) || !valid_device(peer))
@@ -99,7 +102,8 @@ cudaError_t cudaDeviceCanAccessPeer(int *can, int device, int peer)
 
 cudaError_t cudaDeviceEnablePeerAccess(int peer, unsigned int flags)
 {
-    fc_init();
+    if (!fc_enter())
+        return fc_ret(cudaErrorInitializationError);
     if (flags != 0)
         return fc_ret(cudaErrorInvalidValue);
     if (!valid_device(peer))
@@ -119,7 +123,8 @@ cudaError_t cudaDeviceEnablePeerAccess(int peer, unsigned int flags)
 
 cudaError_t cudaDeviceDisablePeerAccess(int peer)
 {
-    fc_init();
+    if (!fc_enter())
+        return fc_ret(cudaErrorInitializationError);
     if (!valid_device(peer))
         return fc_ret(cudaErrorInvalidDevice);
     int dev = fc_current_device();

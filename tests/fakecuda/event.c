@@ -25,7 +25,8 @@ static struct fc_capture *event_capture_locked(const struct fc_event *e)
 
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags)
 {
-    fc_init();
+    if (!fc_enter())
+        return fc_ret(cudaErrorInitializationError);
     if (event == NULL || (flags & ~(unsigned)FC_EVENT_FLAGS) != 0 ||
         ((flags & cudaEventInterprocess) && !(flags & cudaEventDisableTiming)))
         return fc_ret(cudaErrorInvalidValue);
@@ -58,7 +59,8 @@ cudaError_t cudaEventCreate(cudaEvent_t *event)
 
 cudaError_t cudaEventDestroy(cudaEvent_t event)
 {
-    fc_init();
+    if (!fc_enter())
+        return fc_ret(cudaErrorInitializationError);
     pthread_mutex_lock(&fc_g.mu);
     struct fc_event *e = event_get_locked(event);
     if (e != NULL) {
@@ -88,7 +90,8 @@ static void record_complete(struct fc_op *op)
 
 static cudaError_t event_record(cudaEvent_t event, cudaStream_t stream, bool per_thread)
 {
-    fc_init();
+    if (!fc_enter())
+        return fc_ret(cudaErrorInitializationError);
     fc_api_touch();
     pthread_mutex_lock(&fc_g.mu);
     struct fc_event *e = event_get_locked(event);
@@ -130,7 +133,8 @@ cudaError_t cudaEventRecord_ptsz(cudaEvent_t event, cudaStream_t stream)
 
 static cudaError_t stream_wait_event(cudaStream_t stream, cudaEvent_t event, unsigned flags, bool per_thread)
 {
-    fc_init();
+    if (!fc_enter())
+        return fc_ret(cudaErrorInitializationError);
     if ((flags & ~(unsigned)cudaEventWaitExternal) != 0)
         return fc_ret(cudaErrorInvalidValue);
     fc_api_touch();
@@ -182,7 +186,8 @@ static cudaError_t event_check_locked(cudaEvent_t event, struct fc_event **out)
 
 cudaError_t cudaEventQuery(cudaEvent_t event)
 {
-    fc_init();
+    if (!fc_enter())
+        return fc_ret(cudaErrorInitializationError);
     pthread_mutex_lock(&fc_g.mu);
     struct fc_event *e;
     cudaError_t err = event_check_locked(event, &e);
@@ -198,7 +203,8 @@ cudaError_t cudaEventQuery(cudaEvent_t event)
 
 cudaError_t cudaEventSynchronize(cudaEvent_t event)
 {
-    fc_init();
+    if (!fc_enter())
+        return fc_ret(cudaErrorInitializationError);
     pthread_mutex_lock(&fc_g.mu);
     struct fc_event *e;
     cudaError_t err = event_check_locked(event, &e);
@@ -212,7 +218,8 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event)
 
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end)
 {
-    fc_init();
+    if (!fc_enter())
+        return fc_ret(cudaErrorInitializationError);
     if (ms == NULL)
         return fc_ret(cudaErrorInvalidValue);
     pthread_mutex_lock(&fc_g.mu);

@@ -14,6 +14,7 @@ struct fc_global fc_g = {
 };
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+static bool forked_child; /* set in the child of a fork() after first use */
 static __thread int tls_device;
 static __thread cudaError_t tls_last_error;
 
@@ -38,6 +39,11 @@ bool fc_cond_wait_until(pthread_cond_t *cond, pthread_mutex_t *mu, double t_us)
     return pthread_cond_timedwait(cond, mu, &ts) != ETIMEDOUT;
 }
 
+static void atfork_child(void)
+{
+    forked_child = true;
+}
+
 static void init(void)
 {
     /* fc_g.done is statically initialized for the realtime clock: make it
@@ -45,6 +51,7 @@ static void init(void)
     pthread_cond_destroy(&fc_g.done);
     fc_cond_init(&fc_g.done);
 
+    pthread_atfork(NULL, NULL, atfork_child);
     fc_config_load(-1);
     fc_faults_from_env();
     pthread_mutex_lock(&fc_g.mu);
@@ -57,6 +64,12 @@ static void init(void)
 void fc_init(void)
 {
     pthread_once(&init_once, init);
+}
+
+bool fc_enter(void)
+{
+    fc_init();
+    return !forked_child;
 }
 
 void fakecuda_reload_config(void)
@@ -109,7 +122,8 @@ int fc_current_device(void)
 
 cudaError_t cudaGetDeviceCount(int *count)
 {
-    fc_init();
+    if (!fc_enter())
+        return fc_ret(cudaErrorInitializationError);
     if (count == NULL)
         return fc_ret(cudaErrorInvalidValue);
     *count = fc_g.ndev;
@@ -118,7 +132,8 @@ cudaError_t cudaGetDeviceCount(int *count)
 
 cudaError_t cudaGetDevice(int *device)
 {
-    fc_init();
+    if (!fc_enter())
+        return fc_ret(cudaErrorInitializationError);
     if (device == NULL)
         return fc_ret(cudaErrorInvalidValue);
     *device = tls_device;
@@ -127,7 +142,8 @@ cudaError_t cudaGetDevice(int *device)
 
 cudaError_t cudaSetDevice(int device)
 {
-    fc_init();
+    if (!fc_enter())
+        return fc_ret(cudaErrorInitializationError);
     if (device < 0 || device >= fc_g.ndev)
         return fc_ret(cudaErrorInvalidDevice);
     tls_device = device;

@@ -45,7 +45,11 @@ void fc_config_load(int devices);
 
 /* --- process state, time, errors (fc.c) ---------------------------------------- */
 
-void fc_init(void); /* idempotent and cheap: every entry point calls it first */
+void fc_init(void); /* idempotent and cheap */
+/* Every CUDA entry point starts here: fc_init(), then false in the child of
+ * a fork() made after first use, where the real runtime fails every call
+ * with cudaErrorInitializationError (worker threads do not survive a fork). */
+bool fc_enter(void);
 double fc_now_us(void);
 void fc_sleep_until_us(double t_us);
 /* Condition variables on CLOCK_MONOTONIC; the wait returns false on timeout. */

@@ -91,7 +91,8 @@ static void kernel_complete(struct fc_op *op)
 static cudaError_t launch_kernel(const void *func, dim3 grid, dim3 block, void **args, cudaStream_t stream,
                                  bool per_thread)
 {
-    fc_init();
+    if (!fc_enter())
+        return fc_ret(cudaErrorInitializationError);
     if (func == NULL)
         return fc_ret(cudaErrorInvalidDeviceFunction);
     if (grid.x == 0 || grid.y == 0 || grid.z == 0 || block.x == 0 || block.y == 0 || block.z == 0 ||
@@ -147,7 +148,8 @@ static void host_run(struct fc_op *op, cudaError_t status)
 
 static cudaError_t enqueue_host(cudaStream_t stream, bool per_thread, const struct fc_host_op *h)
 {
-    fc_init();
+    if (!fc_enter())
+        return fc_ret(cudaErrorInitializationError);
     pthread_mutex_lock(&fc_g.mu);
     struct fc_stream *s;
     cudaError_t err = fc_stream_get(stream, per_thread, &s);

@@ -152,7 +152,8 @@ static void backing_free(void *p, size_t size)
 
 cudaError_t cudaMalloc(void **ptr, size_t size)
 {
-    fc_init();
+    if (!fc_enter())
+        return fc_ret(cudaErrorInitializationError);
     if (ptr == NULL)
         return fc_ret(cudaErrorInvalidValue);
     cudaError_t err = fc_capture_check();
@@ -177,7 +178,8 @@ cudaError_t cudaMalloc(void **ptr, size_t size)
 
 cudaError_t cudaFree(void *ptr)
 {
-    fc_init();
+    if (!fc_enter())
+        return fc_ret(cudaErrorInitializationError);
     if (ptr == NULL)
         return cudaSuccess;
     cudaError_t err = fc_capture_check();
@@ -196,7 +198,8 @@ cudaError_t cudaFree(void *ptr)
 
 cudaError_t cudaHostAlloc(void **ptr, size_t size, unsigned int flags)
 {
-    fc_init();
+    if (!fc_enter())
+        return fc_ret(cudaErrorInitializationError);
     if (ptr == NULL || (flags & ~(unsigned)(cudaHostAllocPortable | cudaHostAllocMapped | cudaHostAllocWriteCombined)))
         return fc_ret(cudaErrorInvalidValue);
     cudaError_t err = fc_capture_check();
@@ -228,7 +231,8 @@ cudaError_t cudaMallocHost(void **ptr, size_t size)
 
 cudaError_t cudaFreeHost(void *ptr)
 {
-    fc_init();
+    if (!fc_enter())
+        return fc_ret(cudaErrorInitializationError);
     if (ptr == NULL)
         return cudaSuccess;
     cudaError_t err = fc_capture_check();
@@ -245,7 +249,8 @@ cudaError_t cudaFreeHost(void *ptr)
 
 cudaError_t cudaHostRegister(void *ptr, size_t size, unsigned int flags)
 {
-    fc_init();
+    if (!fc_enter())
+        return fc_ret(cudaErrorInitializationError);
     if (ptr == NULL || size == 0 ||
         (flags & ~(unsigned)(cudaHostRegisterPortable | cudaHostRegisterMapped | cudaHostRegisterIoMemory |
                              cudaHostRegisterReadOnly)))
@@ -262,7 +267,8 @@ cudaError_t cudaHostRegister(void *ptr, size_t size, unsigned int flags)
 
 cudaError_t cudaHostUnregister(void *ptr)
 {
-    fc_init();
+    if (!fc_enter())
+        return fc_ret(cudaErrorInitializationError);
     cudaError_t err = fc_capture_check();
     if (err != cudaSuccess)
         return fc_ret(err);
@@ -276,7 +282,8 @@ cudaError_t cudaHostUnregister(void *ptr)
 
 cudaError_t cudaHostGetDevicePointer(void **dev_ptr, void *host_ptr, unsigned int flags)
 {
-    fc_init();
+    if (!fc_enter())
+        return fc_ret(cudaErrorInitializationError);
     struct fc_mem_info m;
     fc_mem_lookup(host_ptr, &m);
     if (dev_ptr == NULL || flags != 0 || host_ptr == NULL || (m.kind != FC_MEM_PINNED && m.kind != FC_MEM_REGISTERED))
@@ -291,7 +298,8 @@ cudaError_t cudaHostGetDevicePointer(void **dev_ptr, void *host_ptr, unsigned in
  * {Unregistered, -2 (cudaInvalidDeviceId), NULL, ptr}. */
 cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *attr, const void *ptr)
 {
-    fc_init();
+    if (!fc_enter())
+        return fc_ret(cudaErrorInitializationError);
     if (attr == NULL)
         return fc_ret(cudaErrorInvalidValue);
     struct fc_mem_info m;

@@ -329,7 +329,8 @@ static void capture_end_locked(struct fc_capture *c)
 
 static cudaError_t begin_capture(cudaStream_t stream, enum cudaStreamCaptureMode mode, bool per_thread)
 {
-    fc_init();
+    if (!fc_enter())
+        return fc_ret(cudaErrorInitializationError);
     if ((unsigned)mode > cudaStreamCaptureModeRelaxed)
         return fc_ret(cudaErrorInvalidValue);
     pthread_mutex_lock(&fc_g.mu);
@@ -355,7 +356,8 @@ static cudaError_t begin_capture(cudaStream_t stream, enum cudaStreamCaptureMode
 
 static cudaError_t end_capture(cudaStream_t stream, cudaGraph_t *graph, bool per_thread)
 {
-    fc_init();
+    if (!fc_enter())
+        return fc_ret(cudaErrorInitializationError);
     if (graph == NULL)
         return fc_ret(cudaErrorInvalidValue);
     pthread_mutex_lock(&fc_g.mu);
@@ -380,7 +382,8 @@ static cudaError_t end_capture(cudaStream_t stream, cudaGraph_t *graph, bool per
 
 static cudaError_t is_capturing(cudaStream_t stream, enum cudaStreamCaptureStatus *status, bool per_thread)
 {
-    fc_init();
+    if (!fc_enter())
+        return fc_ret(cudaErrorInitializationError);
     if (status == NULL)
         return fc_ret(cudaErrorInvalidValue);
     pthread_mutex_lock(&fc_g.mu);
@@ -438,7 +441,8 @@ cudaError_t cudaThreadExchangeStreamCaptureMode(enum cudaStreamCaptureMode *mode
 
 static cudaError_t stream_create(cudaStream_t *out, unsigned flags, int priority)
 {
-    fc_init();
+    if (!fc_enter())
+        return fc_ret(cudaErrorInitializationError);
     if (out == NULL || (flags & ~(unsigned)cudaStreamNonBlocking) != 0)
         return fc_ret(cudaErrorInvalidValue);
     cudaError_t err = fc_fault(FAKECUDA_FAULT_STREAM_CREATE);
@@ -473,7 +477,8 @@ cudaError_t cudaStreamCreateWithPriority(cudaStream_t *stream, unsigned int flag
 
 cudaError_t cudaStreamDestroy(cudaStream_t stream)
 {
-    fc_init();
+    if (!fc_enter())
+        return fc_ret(cudaErrorInitializationError);
     pthread_mutex_lock(&fc_g.mu);
     struct fc_stream *s = NULL;
     if (stream != NULL && stream != cudaStreamLegacy && stream != cudaStreamPerThread)
@@ -491,7 +496,8 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream)
 
 static cudaError_t stream_synchronize(cudaStream_t stream, bool per_thread)
 {
-    fc_init();
+    if (!fc_enter())
+        return fc_ret(cudaErrorInitializationError);
     pthread_mutex_lock(&fc_g.mu);
     struct fc_stream *s;
     cudaError_t err = fc_stream_get(stream, per_thread, &s);
@@ -511,7 +517,8 @@ static cudaError_t stream_synchronize(cudaStream_t stream, bool per_thread)
 
 static cudaError_t stream_query(cudaStream_t stream, bool per_thread)
 {
-    fc_init();
+    if (!fc_enter())
+        return fc_ret(cudaErrorInitializationError);
     pthread_mutex_lock(&fc_g.mu);
     struct fc_stream *s;
     cudaError_t err = fc_stream_get(stream, per_thread, &s);
@@ -549,7 +556,8 @@ cudaError_t cudaStreamQuery_ptsz(cudaStream_t stream)
 
 static cudaError_t stream_get_flags(cudaStream_t stream, unsigned *flags, bool per_thread)
 {
-    fc_init();
+    if (!fc_enter())
+        return fc_ret(cudaErrorInitializationError);
     if (flags == NULL)
         return fc_ret(cudaErrorInvalidValue);
     pthread_mutex_lock(&fc_g.mu);
@@ -563,7 +571,8 @@ static cudaError_t stream_get_flags(cudaStream_t stream, unsigned *flags, bool p
 
 static cudaError_t stream_get_device(cudaStream_t stream, int *device, bool per_thread)
 {
-    fc_init();
+    if (!fc_enter())
+        return fc_ret(cudaErrorInitializationError);
     if (device == NULL)
         return fc_ret(cudaErrorInvalidValue);
     pthread_mutex_lock(&fc_g.mu);
@@ -597,7 +606,8 @@ cudaError_t cudaStreamGetDevice_ptsz(cudaStream_t stream, int *device)
 
 cudaError_t cudaDeviceSynchronize(void)
 {
-    fc_init();
+    if (!fc_enter())
+        return fc_ret(cudaErrorInitializationError);
     pthread_mutex_lock(&fc_g.mu);
     cudaError_t err = fc_capture_check_locked();
     if (err == cudaSuccess)

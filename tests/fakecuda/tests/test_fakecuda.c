@@ -890,6 +890,31 @@ static void test_fakecuda_exit_while_busy(void **state)
     assert_true(now_ms() - t0 < 3000);
 }
 
+/* In the child of a fork() after CUDA was used, every call fails with
+ * cudaErrorInitializationError, as with the real runtime; it does not hang. */
+static void test_fakecuda_forked_child(void **state)
+{
+    (void)state;
+    CUDA_OK(launch_sleep(0, 100)); /* workers busy at the fork */
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        void *p;
+        cudaStream_t s;
+        int ok = cudaMalloc(&p, 16) == cudaErrorInitializationError &&
+                 cudaStreamCreate(&s) == cudaErrorInitializationError &&
+                 cudaDeviceSynchronize() == cudaErrorInitializationError &&
+                 cudaGetLastError() == cudaErrorInitializationError;
+        _exit(ok ? 0 : 1);
+    }
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    CUDA_OK(cudaDeviceSynchronize()); /* the parent goes on */
+}
+
 int main(int argc, char **argv)
 {
     register_test_kernels();
@@ -921,6 +946,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_fakecuda_capture),
         cmocka_unit_test(test_fakecuda_capture_other_thread),
         cmocka_unit_test(test_fakecuda_exit_while_busy),
+        cmocka_unit_test(test_fakecuda_forked_child),
     };
     return cmocka_run_group_tests_name("fakecuda", tests, NULL, NULL);
 }
