@@ -61,16 +61,22 @@ static void count_copy(enum fc_path path, size_t bytes)
 
 /* Case D: a same-device copy needs the compute engine; while another
  * stream's kernel runs there it waits until the kernel ends or a time slice
- * passed, whichever comes first. Its own stream's kernels are done by now. */
+ * passed, whichever comes first. The engine then belongs to the copies for a
+ * slice: the rest of a burst runs at once. Its own stream's kernels are done
+ * by now. */
 static void wait_for_timeslice(int device)
 {
+    struct fc_device *dev = &fc_g.dev[device];
+    double slice = fc_cfg()->timeslice_us * fc_cfg()->time_scale;
     pthread_mutex_lock(&fc_g.mu);
-    if (fc_g.dev[device].running_kernels > 0) {
-        double t0 = fc_now_us(), deadline = t0 + fc_cfg()->timeslice_us * fc_cfg()->time_scale;
-        while (fc_g.dev[device].running_kernels > 0 && fc_cond_wait_until(&fc_g.done, &fc_g.mu, deadline))
+    double t0 = fc_now_us();
+    if (dev->running_kernels > 0 && t0 >= dev->copy_slice_until) {
+        while (dev->running_kernels > 0 && fc_cond_wait_until(&fc_g.done, &fc_g.mu, t0 + slice))
             ;
+        double now = fc_now_us();
+        dev->copy_slice_until = now + slice;
         fc_stat_add(timeslice_waits, 1);
-        fc_stat_add(timeslice_wait_us_total, fc_now_us() - t0);
+        fc_stat_add(timeslice_wait_us_total, now - t0);
     }
     pthread_mutex_unlock(&fc_g.mu);
 }

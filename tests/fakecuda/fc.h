@@ -211,6 +211,7 @@ struct fc_device {
     struct fc_stream *legacy;
     bool peer_enabled[FC_MAX_DEVICES]; /* this device may access the peer */
     int running_kernels;
+    double copy_slice_until;           /* case D: copies own the compute engine until then */
 };
 
 struct fc_global {

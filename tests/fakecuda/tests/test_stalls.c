@@ -395,14 +395,17 @@ static void test_stall_peer_copy_is_async(void **state)
 
 /* --- case D: same-device copies wait for a time slice ------------------------------------------ */
 
-static double d2d_done_after(cudaStream_t kernel_stream, cudaStream_t copy_stream, void *dst, void *src)
+/* When a burst of `copies` 128 KiB D2D copies is done, from its issue. */
+static double d2d_done_after(cudaStream_t kernel_stream, cudaStream_t copy_stream, void *dst, void *src, int copies)
 {
     volatile double t_done = 0;
     if (kernel_stream != NULL)
         CUDA_OK(launch_sleep(kernel_stream, 300));
     sleep_ms(10); /* the kernel is running */
     double t0 = now_ms();
-    CUDA_OK(cudaMemcpyAsync(dst, src, 1 << 20, cudaMemcpyDeviceToDevice, copy_stream));
+    for (int i = 0; i < copies; i++)
+        CUDA_OK(cudaMemcpyAsync((char *)dst + i * (128 << 10), (char *)src + i * (128 << 10), 128 << 10,
+                                cudaMemcpyDeviceToDevice, copy_stream));
     CUDA_OK(cudaLaunchHostFunc(copy_stream, stamp_fn, (void *)&t_done));
     CUDA_OK(cudaStreamSynchronize(copy_stream));
     CUDA_OK(cudaDeviceSynchronize());
@@ -420,20 +423,21 @@ static void test_stall_d2d_timeslice(void **state)
     void *src = dev_alloc(0, 1 << 20), *dst = dev_alloc(0, 1 << 20);
     struct fakecuda_stats st;
     fakecuda_reset_stats();
-    double t = d2d_done_after(k, c, dst, src); /* another stream's kernel: one slice */
+    /* another stream's kernel: the burst of 8 waits one slice (seed 001) */
+    double t = d2d_done_after(k, c, dst, src, 8);
     assert_true(t >= 45 && t < 200);
     fakecuda_stats(&st);
     assert_int_equal(st.timeslice_waits, 1);
     assert_true(st.timeslice_wait_us_total >= 45e3);
-    t = d2d_done_after(k, k, dst, src); /* behind it in its own stream: after it */
+    t = d2d_done_after(k, k, dst, src, 1); /* behind it in its own stream: after it */
     assert_true(t >= 250);
-    t = d2d_done_after(NULL, c, dst, src); /* no kernel: at once */
+    t = d2d_done_after(NULL, c, dst, src, 8); /* no kernel: at once */
     assert_true(t < 30);
-    t = d2d_done_after(k1, c, dst, src); /* a kernel on another device: at once */
+    t = d2d_done_after(k1, c, dst, src, 8); /* a kernel on another device: at once */
     assert_true(t < 30);
     setenv_reload("FAKECUDA_TIMESLICE_US", NULL);
     /* the default slice (2 ms) ends well before the kernel */
-    t = d2d_done_after(k, c, dst, src);
+    t = d2d_done_after(k, c, dst, src, 8);
     assert_true(t < 100);
     CUDA_OK(cudaStreamDestroy(k));
     CUDA_OK(cudaStreamDestroy(c));
