@@ -1,0 +1,442 @@
+/* fake_cuda.c - see fake_cuda.h. */
+#include "fake_cuda.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "copy.h"
+#include "log.h"
+#include "real.h"
+
+#define FAKE_MAX_STREAMS 512
+#define FAKE_MAX_EVENTS 8192
+
+struct fake_stream {
+    int device;
+    unsigned flags;
+    bool live;
+};
+
+struct fake_event {
+    int device;
+    unsigned flags;
+    bool live;
+};
+
+struct fake_cuda_state fake_cuda;
+
+static struct fake_stream streams[FAKE_MAX_STREAMS];
+static unsigned nstreams;
+static struct fake_event events[FAKE_MAX_EVENTS];
+static unsigned nevents;
+static _Thread_local int current_device;
+static _Thread_local enum cudaStreamCaptureMode capture_mode = cudaStreamCaptureModeGlobal;
+static unsigned not_relaxed;
+
+static struct {
+    unsigned calls;      /* of this function so far */
+    unsigned fail_from;  /* 1-based call number of the first failure; 0: none */
+    unsigned fail_count; /* 0: every later call */
+    cudaError_t err;
+} fns[FAKE_FN_COUNT];
+
+/* Logs a call; returns the injected error, if any. */
+static cudaError_t note(enum fake_cuda_fn fn, cudaStream_t stream, cudaEvent_t event, const void *dst,
+                        const void *src, size_t bytes)
+{
+    bool relaxed = capture_mode == cudaStreamCaptureModeRelaxed;
+    if (!relaxed && fn != FAKE_cudaThreadExchangeStreamCaptureMode)
+        not_relaxed++;
+    if (fake_cuda.ncalls < FAKE_CUDA_MAX_LOG)
+        fake_cuda.calls[fake_cuda.ncalls++] = (struct fake_cuda_call){
+            fn, stream, event, dst, src, bytes, current_device, relaxed};
+    unsigned n = ++fns[fn].calls;
+    if (fns[fn].fail_from != 0 && n >= fns[fn].fail_from &&
+        (fns[fn].fail_count == 0 || n < fns[fn].fail_from + fns[fn].fail_count))
+        return fns[fn].err;
+    return cudaSuccess;
+}
+
+static struct fake_stream *stream_of(cudaStream_t s)
+{
+    uintptr_t p = (uintptr_t)s, base = (uintptr_t)streams;
+    if (p < base || p >= base + sizeof streams || (p - base) % sizeof streams[0] != 0)
+        return NULL;
+    struct fake_stream *fs = (struct fake_stream *)s;
+    return fs->live ? fs : NULL;
+}
+
+static struct fake_event *event_of(cudaEvent_t e)
+{
+    uintptr_t p = (uintptr_t)e, base = (uintptr_t)events;
+    if (p < base || p >= base + sizeof events || (p - base) % sizeof events[0] != 0)
+        return NULL;
+    struct fake_event *fe = (struct fake_event *)e;
+    return fe->live ? fe : NULL;
+}
+
+/* The device of a stream handle as the runtime reads it; -1 if invalid. */
+static int device_of(cudaStream_t s)
+{
+    if (s == NULL || s == cudaStreamLegacy || s == cudaStreamPerThread)
+        return current_device;
+    struct fake_stream *fs = stream_of(s);
+    return fs != NULL ? fs->device : -1;
+}
+
+int fake_cuda_stream_device(cudaStream_t s)
+{
+    struct fake_stream *fs = stream_of(s);
+    return fs != NULL ? fs->device : -1;
+}
+
+int fake_cuda_event_device(cudaEvent_t e)
+{
+    struct fake_event *fe = event_of(e);
+    return fe != NULL ? fe->device : -1;
+}
+
+static cudaStream_t new_stream(int device, unsigned flags)
+{
+    if (nstreams == FAKE_MAX_STREAMS)
+        return NULL;
+    streams[nstreams] = (struct fake_stream){device, flags, true};
+    return (cudaStream_t)&streams[nstreams++];
+}
+
+cudaStream_t fake_cuda_user_stream(int device)
+{
+    return new_stream(device, 0);
+}
+
+unsigned fake_cuda_calls_not_relaxed(void)
+{
+    return not_relaxed;
+}
+
+/* --- the fakes ------------------------------------------------------------ */
+
+static cudaError_t f_cudaMemcpyAsync(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
+                                     cudaStream_t stream)
+{
+    (void)kind;
+    cudaError_t err = note(FAKE_cudaMemcpyAsync, stream, NULL, dst, src, count);
+    if (err == cudaSuccess && device_of(stream) < 0)
+        err = cudaErrorInvalidResourceHandle;
+    if (err == cudaSuccess)
+        memmove(dst, src, count);
+    return err;
+}
+
+static cudaError_t f_cudaHostAlloc(void **p, size_t size, unsigned flags)
+{
+    cudaError_t err = note(FAKE_cudaHostAlloc, NULL, NULL, NULL, NULL, size);
+    if (err != cudaSuccess)
+        return err;
+    *p = aligned_alloc(4096, (size + 4095) & ~(size_t)4095);
+    if (*p == NULL)
+        return cudaErrorMemoryAllocation;
+    fake_cuda.host_alloc_bytes += size;
+    fake_cuda.host_alloc_flags = flags;
+    return cudaSuccess;
+}
+
+static cudaError_t f_cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags)
+{
+    cudaError_t err = note(FAKE_cudaStreamCreateWithFlags, NULL, NULL, NULL, NULL, 0);
+    if (err != cudaSuccess)
+        return err;
+    *s = new_stream(current_device, flags);
+    fake_cuda.stream_flags = flags;
+    return *s != NULL ? cudaSuccess : cudaErrorMemoryAllocation;
+}
+
+static cudaError_t f_cudaStreamDestroy(cudaStream_t s)
+{
+    cudaError_t err = note(FAKE_cudaStreamDestroy, s, NULL, NULL, NULL, 0);
+    struct fake_stream *fs = stream_of(s);
+    if (err == cudaSuccess && fs == NULL)
+        err = cudaErrorInvalidResourceHandle;
+    if (err == cudaSuccess)
+        fs->live = false;
+    return err;
+}
+
+static cudaError_t f_cudaStreamSynchronize(cudaStream_t s)
+{
+    cudaError_t err = note(FAKE_cudaStreamSynchronize, s, NULL, NULL, NULL, 0);
+    if (err == cudaSuccess && device_of(s) < 0)
+        err = cudaErrorInvalidResourceHandle;
+    return err != cudaSuccess ? err : fake_cuda.stream_error;
+}
+
+static cudaError_t f_cudaStreamQuery(cudaStream_t s)
+{
+    cudaError_t err = note(FAKE_cudaStreamQuery, s, NULL, NULL, NULL, 0);
+    if (err == cudaSuccess && device_of(s) < 0)
+        err = cudaErrorInvalidResourceHandle;
+    return err != cudaSuccess ? err : fake_cuda.stream_error;
+}
+
+static cudaError_t f_cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags)
+{
+    (void)flags;
+    cudaError_t err = note(FAKE_cudaStreamWaitEvent, s, e, NULL, NULL, 0);
+    if (err == cudaSuccess && (device_of(s) < 0 || event_of(e) == NULL))
+        err = cudaErrorInvalidResourceHandle;
+    return err;
+}
+
+static cudaError_t f_cudaStreamGetDevice(cudaStream_t s, int *device)
+{
+    cudaError_t err = note(FAKE_cudaStreamGetDevice, s, NULL, NULL, NULL, 0);
+    if (err == cudaSuccess && device_of(s) < 0)
+        err = cudaErrorInvalidResourceHandle;
+    if (err == cudaSuccess)
+        *device = device_of(s);
+    return err;
+}
+
+static cudaError_t f_cudaStreamIsCapturing(cudaStream_t s, enum cudaStreamCaptureStatus *status)
+{
+    cudaError_t err = note(FAKE_cudaStreamIsCapturing, s, NULL, NULL, NULL, 0);
+    if (err == cudaSuccess)
+        err = fake_cuda.capture_query_error;
+    if (err == cudaSuccess && device_of(s) < 0)
+        err = cudaErrorInvalidResourceHandle;
+    if (err == cudaSuccess)
+        *status = fake_cuda.capture;
+    return err;
+}
+
+static cudaError_t f_cudaThreadExchangeStreamCaptureMode(enum cudaStreamCaptureMode *mode)
+{
+    cudaError_t err = note(FAKE_cudaThreadExchangeStreamCaptureMode, NULL, NULL, NULL, NULL, 0);
+    if (err != cudaSuccess)
+        return err;
+    enum cudaStreamCaptureMode old = capture_mode;
+    capture_mode = *mode;
+    *mode = old;
+    return cudaSuccess;
+}
+
+static cudaError_t f_cudaLaunchHostFunc(cudaStream_t s, cudaHostFn_t fn, void *data)
+{
+    cudaError_t err = note(FAKE_cudaLaunchHostFunc, s, NULL, NULL, NULL, 0);
+    if (err == cudaSuccess && device_of(s) < 0)
+        err = cudaErrorInvalidResourceHandle;
+    if (err == cudaSuccess)
+        fn(data);
+    return err;
+}
+
+static cudaError_t f_cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags)
+{
+    cudaError_t err = note(FAKE_cudaEventCreateWithFlags, NULL, NULL, NULL, NULL, 0);
+    if (err != cudaSuccess)
+        return err;
+    if (nevents == FAKE_MAX_EVENTS)
+        return cudaErrorMemoryAllocation;
+    events[nevents] = (struct fake_event){current_device, flags, true};
+    *e = (cudaEvent_t)&events[nevents++];
+    fake_cuda.event_flags = flags;
+    return cudaSuccess;
+}
+
+static cudaError_t f_cudaEventDestroy(cudaEvent_t e)
+{
+    cudaError_t err = note(FAKE_cudaEventDestroy, NULL, e, NULL, NULL, 0);
+    struct fake_event *fe = event_of(e);
+    if (err == cudaSuccess && fe == NULL)
+        err = cudaErrorInvalidResourceHandle;
+    if (err == cudaSuccess)
+        fe->live = false;
+    return err;
+}
+
+static cudaError_t f_cudaEventRecord(cudaEvent_t e, cudaStream_t s)
+{
+    cudaError_t err = note(FAKE_cudaEventRecord, s, e, NULL, NULL, 0);
+    struct fake_event *fe = event_of(e);
+    if (err == cudaSuccess && (fe == NULL || device_of(s) < 0 || device_of(s) != fe->device))
+        err = cudaErrorInvalidResourceHandle; /* an event is recorded on a stream of its device */
+    return err;
+}
+
+static cudaError_t f_cudaEventQuery(cudaEvent_t e)
+{
+    cudaError_t err = note(FAKE_cudaEventQuery, NULL, e, NULL, NULL, 0);
+    if (err == cudaSuccess && event_of(e) == NULL)
+        err = cudaErrorInvalidResourceHandle;
+    if (err == cudaSuccess && fake_cuda.events_busy)
+        err = cudaErrorNotReady;
+    return err;
+}
+
+static cudaError_t f_cudaEventSynchronize(cudaEvent_t e)
+{
+    cudaError_t err = note(FAKE_cudaEventSynchronize, NULL, e, NULL, NULL, 0);
+    if (err == cudaSuccess && event_of(e) == NULL)
+        err = cudaErrorInvalidResourceHandle;
+    return err != cudaSuccess ? err : fake_cuda.stream_error;
+}
+
+static cudaError_t f_cudaGetDevice(int *device)
+{
+    cudaError_t err = note(FAKE_cudaGetDevice, NULL, NULL, NULL, NULL, 0);
+    if (err == cudaSuccess)
+        *device = current_device;
+    return err;
+}
+
+static cudaError_t f_cudaSetDevice(int device)
+{
+    cudaError_t err = note(FAKE_cudaSetDevice, NULL, NULL, NULL, NULL, 0);
+    if (err == cudaSuccess && (device < 0 || device >= fake_cuda.devices))
+        err = cudaErrorInvalidDevice;
+    if (err == cudaSuccess)
+        current_device = device;
+    return err;
+}
+
+static cudaError_t f_cudaGetDeviceCount(int *count)
+{
+    cudaError_t err = note(FAKE_cudaGetDeviceCount, NULL, NULL, NULL, NULL, 0);
+    if (err == cudaSuccess)
+        *count = fake_cuda.devices;
+    return err;
+}
+
+static const char *f_cudaGetErrorName(cudaError_t err)
+{
+    return err == cudaSuccess ? "cudaSuccess" : "cudaErrorFake";
+}
+
+static struct us_real_api table;
+
+void fake_cuda_reset(void)
+{
+    memset(&fake_cuda, 0, sizeof fake_cuda);
+    fake_cuda.devices = 2;
+    memset(streams, 0, sizeof streams);
+    memset(events, 0, sizeof events);
+    memset(fns, 0, sizeof fns);
+    nstreams = nevents = 0;
+    not_relaxed = 0;
+    current_device = 0;
+    capture_mode = cudaStreamCaptureModeGlobal;
+    memset(&table, 0, sizeof table);
+#define FAKE_CUDA_SET(fn) table.fn = f_##fn;
+    FAKE_CUDA_FUNCTIONS(FAKE_CUDA_SET)
+#undef FAKE_CUDA_SET
+    table.cudaGetErrorName = f_cudaGetErrorName;
+    us_real_install(&table);
+}
+
+void fake_cuda_fail(enum fake_cuda_fn fn, unsigned nth, unsigned count, cudaError_t err)
+{
+    fns[fn].fail_from = nth == 0 ? 0 : fns[fn].calls + nth;
+    fns[fn].fail_count = count;
+    fns[fn].err = err;
+}
+
+unsigned fake_cuda_count(enum fake_cuda_fn fn)
+{
+    return fns[fn].calls;
+}
+
+int fake_cuda_find(enum fake_cuda_fn fn, unsigned nth)
+{
+    for (size_t i = 0; i < fake_cuda.ncalls; i++)
+        if (fake_cuda.calls[i].fn == fn && nth-- == 0)
+            return (int)i;
+    return -1;
+}
+
+/* --- helpers for the shim's pipeline tests ------------------------------------ */
+
+void fake_cuda_config(size_t chunk_bytes, unsigned slots, size_t pinned_max, bool d2h_deferred)
+{
+    struct us_config cfg;
+    us_config_load(&cfg, NULL, NULL, NULL, NULL);
+    cfg.chunk_bytes = chunk_bytes;
+    cfg.slots = slots;
+    cfg.pinned_max = pinned_max;
+    cfg.d2h_deferred = d2h_deferred;
+    cfg.peer_min_bytes = cfg.h2d_min_bytes = cfg.d2h_min_bytes = 0;
+    cfg.copy_threads = 1;
+    cfg.log_level = US_LOG_DEBUG;
+    us_config_set(&cfg);
+}
+
+#define FAKE_LOG_LINES 256
+static char log_lines[FAKE_LOG_LINES][256];
+static unsigned log_count;
+
+static void log_sink(enum us_log_level level, const char *line, void *arg)
+{
+    (void)level;
+    (void)arg;
+    if (log_count < FAKE_LOG_LINES) {
+        strncpy(log_lines[log_count], line, sizeof log_lines[0] - 1);
+        log_lines[log_count][sizeof log_lines[0] - 1] = '\0';
+        log_count++;
+    }
+}
+
+void fake_cuda_log_capture(void)
+{
+    log_count = 0;
+    us_log_set_sink(log_sink, NULL);
+}
+
+unsigned fake_cuda_log_count(const char *text)
+{
+    unsigned n = 0;
+    for (unsigned i = 0; i < log_count; i++)
+        n += strstr(log_lines[i], text) != NULL;
+    return n;
+}
+
+void fake_cuda_copy(struct us_copy *c, int api, void *dst, int dst_device, const void *src, int src_device,
+                    size_t bytes, cudaStream_t stream)
+{
+    memset(c, 0, sizeof *c);
+    c->api = (enum us_copy_api)api;
+    c->dst = dst;
+    c->src = src;
+    c->bytes = bytes;
+    c->kind = cudaMemcpyDefault;
+    c->stream = stream;
+    c->peer_dst_device = api == US_API_MEMCPY_PEER || api == US_API_MEMCPY_PEER_ASYNC ? dst_device : -1;
+    c->peer_src_device = api == US_API_MEMCPY_PEER || api == US_API_MEMCPY_PEER_ASYNC ? src_device : -1;
+    c->dst_mem = (struct us_mem){dst_device >= 0 ? US_MEM_DEVICE : US_MEM_PAGEABLE, dst_device};
+    c->src_mem = (struct us_mem){src_device >= 0 ? US_MEM_DEVICE : US_MEM_PAGEABLE, src_device};
+    if (src_device >= 0 && dst_device >= 0)
+        c->path = src_device != dst_device ? US_PATH_D2D_STAGED : US_PATH_D2D_SAME;
+    else
+        c->path = src_device >= 0 ? US_PATH_D2H_PAGEABLE : US_PATH_H2D_PAGEABLE;
+    c->stream_kind = US_STREAM_USER;
+}
+
+static unsigned char pattern(size_t i, unsigned seed)
+{
+    uint32_t x = (uint32_t)i * 2654435761u + seed * 40503u + 17;
+    return (unsigned char)(x >> 13 ^ x);
+}
+
+void fake_cuda_fill(unsigned char *p, size_t n, unsigned seed)
+{
+    for (size_t i = 0; i < n; i++)
+        p[i] = pattern(i, seed);
+}
+
+bool fake_cuda_check(const unsigned char *p, size_t n, unsigned seed)
+{
+    for (size_t i = 0; i < n; i++)
+        if (p[i] != pattern(i, seed))
+            return false;
+    return true;
+}

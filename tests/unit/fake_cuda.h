@@ -1,0 +1,111 @@
+/* fake_cuda.h - a scripted stand-in for the runtime functions the shim calls
+ * (struct us_real_api), for unit tests of the modules that issue CUDA work.
+ *
+ * Everything is synchronous: a copy is a memmove at call time, a host
+ * function runs inside cudaLaunchHostFunc, events are complete once recorded
+ * (unless fake_cuda.events_busy). Streams and events are small structs with
+ * the device that was current when they were made; cudaEventRecord refuses
+ * an event of another device than the stream's, like the runtime. Every call
+ * is logged (function, stream, event) so a test can check what was issued and
+ * in which order; any function can be made to fail on its nth call.
+ *
+ * Usage: fake_cuda_reset() in the setup (installs the table with
+ * us_real_install), then call the module, then assert on fake_cuda_count(),
+ * fake_cuda_find() and fake_cuda.* . */
+#ifndef FAKE_CUDA_H
+#define FAKE_CUDA_H
+
+#include <cuda_runtime_api.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+/* The functions the fake implements (and logs). */
+#define FAKE_CUDA_FUNCTIONS(X)                                                                             \
+    X(cudaMemcpyAsync) X(cudaHostAlloc) X(cudaStreamCreateWithFlags) X(cudaStreamDestroy)                    \
+    X(cudaStreamSynchronize) X(cudaStreamQuery) X(cudaStreamWaitEvent) X(cudaStreamGetDevice)                \
+    X(cudaStreamIsCapturing) X(cudaThreadExchangeStreamCaptureMode) X(cudaLaunchHostFunc)                  \
+    X(cudaEventCreateWithFlags) X(cudaEventDestroy) X(cudaEventRecord) X(cudaEventQuery)                    \
+    X(cudaEventSynchronize) X(cudaGetDevice) X(cudaSetDevice) X(cudaGetDeviceCount)
+
+enum fake_cuda_fn {
+#define FAKE_CUDA_ENUM(fn) FAKE_##fn,
+    FAKE_CUDA_FUNCTIONS(FAKE_CUDA_ENUM)
+#undef FAKE_CUDA_ENUM
+    FAKE_FN_COUNT
+};
+
+#define FAKE_CUDA_MAX_LOG 8192
+
+struct fake_cuda_call {
+    enum fake_cuda_fn fn;
+    cudaStream_t stream; /* the stream argument, as given; NULL where none */
+    cudaEvent_t event;   /* the event argument; NULL where none */
+    const void *dst, *src;
+    size_t bytes;
+    int device;          /* current device at the call */
+    bool relaxed;        /* the thread's capture mode was relaxed */
+};
+
+struct fake_cuda_state {
+    int devices;                   /* cudaGetDeviceCount; default 2 */
+    bool events_busy;              /* queries say cudaErrorNotReady; syncs still succeed */
+    enum cudaStreamCaptureStatus capture; /* what cudaStreamIsCapturing says for every stream */
+    cudaError_t capture_query_error;      /* cudaStreamIsCapturing fails with it (cudaSuccess: no) */
+    cudaError_t stream_error;      /* cudaStreamQuery/Synchronize return it (an async failure) */
+    size_t host_alloc_bytes;       /* total allocated by cudaHostAlloc */
+    unsigned host_alloc_flags;     /* flags of the last cudaHostAlloc */
+    unsigned stream_flags;         /* flags of the last stream made */
+    unsigned event_flags;          /* flags of the last event made */
+    size_t ncalls;
+    struct fake_cuda_call calls[FAKE_CUDA_MAX_LOG];
+};
+
+extern struct fake_cuda_state fake_cuda;
+
+/* Forgets every stream, event and call, disarms failures, installs the table. */
+void fake_cuda_reset(void);
+
+/* The nth call (1: the next) of fn from now fails with err; `count` calls from
+ * it (0: every later one). nth 0 disarms. */
+void fake_cuda_fail(enum fake_cuda_fn fn, unsigned nth, unsigned count, cudaError_t err);
+
+/* Calls of fn so far (failed ones included). */
+unsigned fake_cuda_count(enum fake_cuda_fn fn);
+
+/* Index in fake_cuda.calls of the nth (0-based) call of fn, or -1. */
+int fake_cuda_find(enum fake_cuda_fn fn, unsigned nth);
+
+/* The device a fake stream or event was made on (-1: not a fake handle). */
+int fake_cuda_stream_device(cudaStream_t s);
+int fake_cuda_event_device(cudaEvent_t e);
+
+/* A user stream of the fake on `device` (made without logging). */
+cudaStream_t fake_cuda_user_stream(int device);
+
+/* Calls made while the thread was not in relaxed capture mode (the exchange
+ * itself not counted). */
+unsigned fake_cuda_calls_not_relaxed(void);
+
+/* --- helpers for the shim's pipeline tests ------------------------------------ */
+
+struct us_copy;
+
+/* Installs a configuration: the defaults with these staging options (the
+ * thresholds 0, d2h_deferred as given). */
+void fake_cuda_config(size_t chunk_bytes, unsigned slots, size_t pinned_max, bool d2h_deferred);
+
+/* Captures the shim's log lines from now on (fake_cuda_log_count reads them). */
+void fake_cuda_log_capture(void);
+/* Lines captured that contain `text`. */
+unsigned fake_cuda_log_count(const char *text);
+
+/* A classified copy as copy.c hands it to a pipeline. Devices -1: host memory
+ * (pageable). */
+void fake_cuda_copy(struct us_copy *c, int api, void *dst, int dst_device, const void *src, int src_device,
+                    size_t bytes, cudaStream_t stream);
+
+/* A pattern that differs at every offset (seeded), and its check. */
+void fake_cuda_fill(unsigned char *p, size_t n, unsigned seed);
+bool fake_cuda_check(const unsigned char *p, size_t n, unsigned seed);
+
+#endif
