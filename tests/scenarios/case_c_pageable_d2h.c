@@ -155,7 +155,7 @@ static void *seed_thread_main(void *arg)
 static void test_seed004(void)
 {
     size_t n = scn_env_size("C_SEED_BYTES", 4, 4);
-    double timeout = scn_env_double("C_DEADLOCK_S", 10, 3);
+    double timeout = scn_env_double("C_DEADLOCK_S", 10, 2);
     scn_test("seed004", timeout);
     char extra[128];
     snprintf(extra, sizeof extra, "bytes=%zu completed=0", n);

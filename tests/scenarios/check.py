@@ -1,0 +1,232 @@
+#!/usr/bin/env python3
+"""check.py - the checks of the CI scenario run (tests/scenarios/run.sh).
+
+Reads OUT/<mode>/<run>.{out,err,rc} for the modes native, fix0
+(UNSTALL_FIX=0), disabled (UNSTALL_DISABLE=1) and shim (the shim fixing),
+prints one line per check, "PASS name" or "FAIL name: why", and a last line
+"scenarios: N passed, M failed"; exits 1 if any check failed.
+
+Families of checks (docs/scenarios.md has the list):
+  ran.*          the program ran to its end (or, for the seed 004 runs, to
+                 the watchdog) and no CUDA call failed
+  data.*         every RESULT line says ok=1 (a deadlock line has no data)
+  stall.*        native behaviour: the simulated runtime reproduces each
+                 stall; checked natively and in both pass-through modes
+  order.*        stream order and host-side promises hold in every mode
+  clean.*        the clean twins stall nothing, in every mode
+  passthrough.*  the pass-through modes give the same tests, data and
+                 deadlocks as native
+  preloaded.*    the shim was really loaded where it should be
+  fixed.*        the shim removes the stall (SCN_EXPECT_FIXED: 1 all,
+                 0 none, or a comma separated list of names without the
+                 "fixed." prefix)
+Margins are wide on purpose: timings come from a loaded 2-core machine.
+"""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from results import load_runs, num  # noqa: E402
+
+NATIVE_LIKE = ("native", "fix0", "disabled")
+FIXED_NAMES = ("A.stall", "A.call", "B.held_small", "B.held_large", "C.launch_latency", "C.seed004", "C.seed004_1m")
+SEED_RUNS = ("case_c_seed004", "case_c_seed004_1m")
+
+
+class Checks:
+    def __init__(self):
+        self.passed = 0
+        self.failed = 0
+
+    def check(self, name, ok, why=""):
+        if ok:
+            print(f"PASS {name}")
+            self.passed += 1
+        else:
+            print(f"FAIL {name}: {why}")
+            self.failed += 1
+
+    def skip(self, name, why):
+        print(f"SKIP {name}: {why}")
+
+
+def expected_fixed():
+    text = os.environ.get("SCN_EXPECT_FIXED", "1").strip()
+    if text in ("", "1", "all"):
+        return set(FIXED_NAMES)
+    if text in ("0", "none"):
+        return set()
+    return {t.strip() for t in text.replace(" ", ",").split(",") if t.strip()}
+
+
+def fmt(row, *keys):
+    if row is None:
+        return "no RESULT line"
+    return " ".join(f"{k}={row.get(k, '-')}" for k in keys)
+
+
+def main():
+    out = sys.argv[1] if len(sys.argv) > 1 else "build/scenario-runs"
+    modes = [m for m in ("native", "fix0", "disabled", "shim") if os.path.isdir(os.path.join(out, m))]
+    runs = {m: load_runs(os.path.join(out, m)) for m in modes}
+    c = Checks()
+    if not modes:
+        c.check("runs", False, f"no runs under {out}")
+
+    def row(mode, run, case, test):
+        r = runs.get(mode, {}).get(run)
+        return r.row(case, test) if r else None
+
+    # --- ran, data ---------------------------------------------------------
+    for mode in modes:
+        for name, r in runs[mode].items():
+            errors = [x for x in r.rows if "error" in x]
+            deadlocked = any(x.get("deadlock") == "1" for x in r.rows)
+            if name in SEED_RUNS:
+                rc_ok = r.rc == 0 or (r.rc == 3 and deadlocked)
+            else:
+                rc_ok = r.rc == 0 or (r.rc == 1 and not errors and any(x.get("ok") == "0" for x in r.rows))
+            why = f"exit status {r.rc}"
+            if errors:
+                why = "CUDA error: " + ", ".join(f"{x.get('test')}: {x.get('error')}" for x in errors)
+            elif not r.rows:
+                why += ", no RESULT line"
+            if r.rc not in (0, 1, 3):
+                why += "; stderr: " + r.err.strip().replace("\n", " | ")[-300:]
+            c.check(f"ran.{mode}.{name}", rc_ok and not errors and r.rows, why)
+            bad = [x for x in r.rows if x.get("deadlock") != "1" and x.get("ok") != "1"]
+            c.check(f"data.{mode}.{name}", r.rows and not bad,
+                    "ok!=1 in " + ", ".join(x.get("test", "?") for x in bad) if bad else "no RESULT line")
+
+    # --- the stalls natively and in pass-through ----------------------------
+    for mode in modes:
+        native_like = mode in NATIVE_LIKE
+        a = row(mode, "case_a", "A", "stall")
+        if native_like:
+            ok = a is not None and num(a, "b_done_ms", 0) >= 0.8 * num(a, "kernel_ms", 1e9)
+            c.check(f"stall.A.stream_b_waits.{mode}", ok, fmt(a, "kernel_ms", "b_done_ms"))
+            for test in ("peer_async", "memcpy_default"):
+                x = row(mode, "case_a", "A", test)
+                ok = x is not None and num(x, "call_busy_ms", 0) >= 0.8 * num(x, "busy_kernel_ms", 1e9)
+                c.check(f"stall.A.call_held.{test}.{mode}", ok, fmt(x, "busy_kernel_ms", "call_busy_ms"))
+            for test in ("held_small", "held_large"):
+                x = row(mode, "case_b", "B", test)
+                ok = x is not None and num(x, "held_ms", 0) >= 0.8 * num(x, "kernel_ms", 1e9)
+                c.check(f"stall.B.{test}.{mode}", ok, fmt(x, "kernel_ms", "held_ms"))
+            x = row(mode, "case_c", "C", "launch_latency")
+            ok = x is not None and num(x, "copy_ms", 0) >= 10 and num(x, "max_ms", 0) >= 0.5 * num(x, "copy_ms", 1e9)
+            c.check(f"stall.C.launch_waits.{mode}", ok, fmt(x, "copy_ms", "max_ms", "over_1ms", "copies"))
+            for run in SEED_RUNS:
+                x = row(mode, run, "C", "seed004")
+                r = runs[mode].get(run)
+                ok = x is not None and x.get("deadlock") == "1" and r is not None and r.rc == 3
+                c.check(f"stall.C.{run[len('case_c_'):]}_deadlocks.{mode}", ok,
+                        fmt(x, "bytes", "completed", "deadlock") + f" exit={r.rc if r else '-'}")
+            x = row(mode, "case_d", "D", "busy_d2d")
+            # run.sh sets a 20 ms time slice: the first burst waits for it
+            ok = (x is not None and x.get("during_kernel") == "1" and num(x, "burst_ms", 0) >= 10.0
+                  and num(x, "burst_ms", 0) >= 4 * num(x, "base_ms", 1e9))
+            c.check(f"stall.D.burst_waits.{mode}", ok, fmt(x, "base_ms", "burst_ms", "during_kernel"))
+
+        # legacy stream ordering: natively, and kept by the shim (contract 5)
+        x = row(mode, "case_e", "E", "legacy")
+        ok = (x is not None and num(x, "legacy_done_ms", 0) >= 0.8 * num(x, "kernel_ms", 1e9)
+              and num(x, "nb_done_ms", 1e9) < 0.5 * num(x, "kernel_ms", 0))
+        c.check(f"{'stall' if native_like else 'order'}.E.legacy_waits.{mode}", ok,
+                fmt(x, "kernel_ms", "legacy_done_ms", "nb_done_ms"))
+
+        # --- order and promises, every mode ----------------------------------
+        if a is not None:
+            ok = num(a, "a_done_ms", 0) >= 0.9 * num(a, "kernel_ms", 1e9)
+            c.check(f"order.A.copy_after_kernel.{mode}", ok, fmt(a, "kernel_ms", "a_done_ms"))
+        for test in ("held_small", "held_large"):
+            x = row(mode, "case_b", "B", test)
+            if x is not None:
+                ok = num(x, "done_ms", 0) >= 0.8 * num(x, "kernel_ms", 1e9)
+                c.check(f"order.B.{test}_after_kernel.{mode}", ok, fmt(x, "kernel_ms", "done_ms"))
+        for run in SEED_RUNS:
+            x = row(mode, run, "C", "seed004")
+            if x is not None and x.get("completed") == "1":
+                c.check(f"order.C.{run[len('case_c_'):]}_in_place.{mode}", x.get("in_place") == "1",
+                        "the data was not in place when the call returned")
+
+        # --- clean twins ----------------------------------------------------
+        x = row(mode, "case_clean", "clean", "pinned_h2d")
+        ok = x is not None and num(x, "held_ms", 1e9) < 0.25 * num(x, "kernel_ms", 0)
+        c.check(f"clean.pinned_h2d_not_held.{mode}", ok, fmt(x, "kernel_ms", "held_ms"))
+        x = row(mode, "case_clean", "clean", "nonblocking")
+        ok = x is not None and num(x, "done_ms", 1e9) < 0.5 * num(x, "kernel_ms", 0)
+        c.check(f"clean.nonblocking_not_waiting.{mode}", ok, fmt(x, "kernel_ms", "done_ms"))
+
+    # --- pass-through gives native results ------------------------------------
+    native = runs.get("native", {})
+    for mode in ("fix0", "disabled"):
+        if mode not in runs or not native:
+            continue
+        diffs = []
+        for name, nr in native.items():
+            pr = runs[mode].get(name)
+            if pr is None:
+                diffs.append(f"{name}: not run")
+                continue
+            for key, nrow in nr.tests.items():
+                prow = pr.tests.get(key)
+                if prow is None:
+                    diffs.append(f"{name} {key[1]}: missing")
+                    continue
+                for field in ("ok", "deadlock", "completed", "skipped", "during_kernel"):
+                    if nrow.get(field) != prow.get(field):
+                        diffs.append(f"{name} {key[1]}: {field} {nrow.get(field)} vs {prow.get(field)}")
+            if set(pr.tests) - set(nr.tests):
+                diffs.append(f"{name}: extra tests {sorted(t for _, t in set(pr.tests) - set(nr.tests))}")
+        c.check(f"passthrough.same_as_native.{mode}", not diffs, "; ".join(diffs[:6]))
+
+    # --- the shim was there ---------------------------------------------------
+    for mode in ("fix0", "shim"):
+        if mode in runs and "case_a" in runs[mode]:
+            c.check(f"preloaded.{mode}", "unstall[" in runs[mode]["case_a"].err,
+                    "no unstall line on stderr: was the shim loaded?")
+    if "disabled" in runs and "case_a" in runs["disabled"]:
+        c.check("preloaded.disabled_is_silent", "unstall[" not in runs["disabled"]["case_a"].err,
+                "UNSTALL_DISABLE=1 still printed")
+
+    # --- the shim removes the stalls ----------------------------------------------
+    want = expected_fixed()
+    if "shim" in runs:
+        def fixed(name, ok, why):
+            if name in want:
+                c.check(f"fixed.{name}", ok, why)
+            else:
+                c.skip(f"fixed.{name}", "not in SCN_EXPECT_FIXED")
+
+        x = row("shim", "case_a", "A", "stall")
+        fixed("A.stall", x is not None and num(x, "b_done_ms", 1e9) < 0.5 * num(x, "kernel_ms", 0),
+              fmt(x, "kernel_ms", "b_done_ms") + " (want b_done_ms < kernel_ms/2)")
+        rows = [row("shim", "case_a", "A", t) for t in ("peer_async", "memcpy_default")]
+        ok = all(r is not None and num(r, "call_busy_ms", 1e9) < 0.25 * num(r, "busy_kernel_ms", 0) for r in rows)
+        fixed("A.call", ok, "; ".join(fmt(r, "api", "busy_kernel_ms", "call_busy_ms") for r in rows)
+              + " (want call_busy_ms < busy_kernel_ms/4)")
+        x = row("shim", "case_b", "B", "held_small")
+        fixed("B.held_small", x is not None and num(x, "held_ms", 1e9) < 0.25 * num(x, "kernel_ms", 0),
+              fmt(x, "kernel_ms", "held_ms") + " (want held_ms < kernel_ms/4)")
+        x = row("shim", "case_b", "B", "held_large")
+        fixed("B.held_large", x is not None and num(x, "held_ms", 1e9) < 0.5 * num(x, "kernel_ms", 0),
+              fmt(x, "kernel_ms", "held_ms") + " (want held_ms < kernel_ms/2)")
+        x = row("shim", "case_c", "C", "launch_latency")
+        nx = row("native", "case_c", "C", "launch_latency")
+        limit = 0.5 * num(nx, "copy_ms", 0) if nx is not None else 0
+        ok = x is not None and limit > 0 and num(x, "max_ms", 1e9) < limit and num(x, "p99_ms", 1e9) < 1.0
+        fixed("C.launch_latency", ok,
+              fmt(x, "max_ms", "p99_ms", "over_1ms", "copies") + f" (want max_ms < {limit:.3f}, half a native copy, "
+              "and p99_ms < 1)")
+        for run in SEED_RUNS:
+            x = row("shim", run, "C", "seed004")
+            fixed(run[len("case_"):].replace("c_", "C.", 1), x is not None and x.get("completed") == "1",
+                  fmt(x, "bytes", "completed", "deadlock"))
+
+    print(f"scenarios: {c.passed} passed, {c.failed} failed")
+    return 0 if c.failed == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,74 @@
+#!/bin/sh
+# Scenario tests on the simulated runtime (CI): every scenario program of
+# BUILD_DIR/scenarios natively, under the shim in pass-through modes
+# (UNSTALL_FIX=0, UNSTALL_DISABLE=1) and under the shim fixing, with
+# SCN_QUICK=1; then tests/scenarios/check.py judges the RESULT lines and
+# prints "PASS name" / "FAIL name: why" and "scenarios: N passed, M failed".
+#
+# Usage: tests/scenarios/run.sh [BUILD_DIR]
+# Environment:
+#   SCN_EXPECT_FIXED  checks that the shim removes the stalls: 1 (default) all,
+#                     0 none, or a comma separated list of their names
+#                     (A.stall,A.call,B.held_small,B.held_large,
+#                     C.launch_latency,C.seed004,C.seed004_1m)
+#   SCN_MODES         the modes to run (default "native fix0 disabled shim")
+#   SCN_KEEP=1        keep BUILD_DIR/scenario-runs (it is rewritten each run anyway)
+build=$(cd "${1:-build}" && pwd) || exit 1
+here=$(cd "$(dirname "$0")" && pwd)
+shim=$build/libunstall.so
+fake=$build/fakecuda
+out=$build/scenario-runs
+modes=${SCN_MODES:-native fix0 disabled shim}
+
+export SCN_QUICK=${SCN_QUICK:-1}
+# The simulated machine: two devices, no peer access enabled by the
+# programs, 1 s of simulated time is 1 s (docs/fakecuda.md).
+export FAKECUDA_DEVICES=${FAKECUDA_DEVICES:-2}
+export FAKECUDA_TIME_SCALE=1
+
+missing=""
+for prog in case_a_staged_peer case_b_pageable_h2d case_c_pageable_d2h case_d_busy_d2d case_e_legacy case_clean; do
+    [ -x "$build/scenarios/$prog" ] || missing="$missing $prog"
+done
+[ -f "$shim" ] || missing="$missing libunstall.so"
+[ -f "$fake/libcudart.so.13" ] || missing="$missing fakecuda"
+if [ -n "$missing" ]; then
+    echo "FAIL build: missing in $build:$missing (make shim fakecuda scenarios)"
+    echo "scenarios: 0 passed, 1 failed"
+    exit 1
+fi
+
+rm -rf "$out"
+# one program run: mode, name, then env assignments and the command
+run() {
+    mode=$1 name=$2
+    shift 2
+    dir=$out/$mode
+    mkdir -p "$dir"
+    case $mode in
+        native) set -- env "$@" ;;
+        fix0) set -- env LD_PRELOAD="$shim" UNSTALL_FIX=0 "$@" ;;
+        disabled) set -- env LD_PRELOAD="$shim" UNSTALL_DISABLE=1 "$@" ;;
+        shim) set -- env LD_PRELOAD="$shim" "$@" ;;
+        *) echo "unknown mode $mode" >&2; return ;;
+    esac
+    LD_LIBRARY_PATH="$fake" timeout -k 5 120 "$@" >"$dir/$name.out" 2>"$dir/$name.err"
+    echo $? >"$dir/$name.rc"
+}
+
+bin=$build/scenarios
+for mode in $modes; do
+    run "$mode" case_a "$bin/case_a_staged_peer"
+    run "$mode" case_b SCN_B_KERNEL_MS=100 "$bin/case_b_pageable_h2d"
+    # a slow pageable path, so that a launch that waits for a copy stands well
+    # above the scheduling noise of a loaded machine
+    run "$mode" case_c FAKECUDA_BW_PAGEABLE=2 "$bin/case_c_pageable_d2h" throughput launch_latency
+    run "$mode" case_c_seed004 "$bin/case_c_pageable_d2h" seed004
+    run "$mode" case_c_seed004_1m SCN_C_SEED_BYTES=1M "$bin/case_c_pageable_d2h" seed004
+    # a long time slice, so that the wait for it stands above the noise
+    run "$mode" case_d FAKECUDA_TIMESLICE_US=20000 "$bin/case_d_busy_d2d"
+    run "$mode" case_e "$bin/case_e_legacy"
+    run "$mode" case_clean SCN_B_KERNEL_MS=100 "$bin/case_clean"
+done
+
+python3 "$here/check.py" "$out"
