@@ -101,7 +101,7 @@ class TextTest(unittest.TestCase):
         text = ur.render_text([fixture("rank0.json"), fixture("rank1.json")])
         self.assertIn("---- unstall report: 2 processes (ranks 0-1), python3 train.py, mode report ----", text)
         self.assertIn("  pageable_d2h       high      50.0 ms in 5 calls, 320.0 MiB, 3 fixed", text)
-        self.assertIn("   2  pageable_d2h       high           5  320.0 MiB    50.0 ms    12.0 ms         3/2  "
+        self.assertIn("   2  pageable_d2h       high          5  320.0 MiB    50.0 ms    12.0 ms         3/2  "
                       "cudaMemcpyAsync", text)
         self.assertIn("        at /w/train.py:42 (step) <- /w/train.py:80 (main) <- "
                       "libtorch_cuda.so!at::native::copy_+0x1a2 <- libtorch_cuda.so!at::native::_to_copy+0x3c <- "
