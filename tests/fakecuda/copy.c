@@ -17,7 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-double fc_copy_duration_us(size_t bytes, double gbps)
+/* Modelled duration of `bytes` at `gbps`, with the per-copy latency, scaled. */
+static double fc_copy_duration_us(size_t bytes, double gbps)
 {
     const struct fc_config *c = fc_cfg();
     /* GB/s = 1e3 bytes per microsecond */
@@ -246,6 +247,7 @@ static cudaError_t do_copy(const struct fc_copy_args *a)
     double t0 = fc_now_us();
     pthread_mutex_lock(&fc_g.mu);
     struct fc_stream *s;
+    bool queued = false;
     if (a->peer_api && a->sync)
         /* cudaMemcpyPeer: serialized with the work of the current, source and
          * destination devices (their legacy streams' ordering) */
@@ -259,9 +261,6 @@ static cudaError_t do_copy(const struct fc_copy_args *a)
         } else {
             fc_stat_add(captured_ops, 1);
         }
-        copy_complete(op);
-        free(op);
-        op = NULL;
     } else if (err == cudaSuccess) {
         if (a->peer_api && a->sync) {
             for (int d = 0; d < 2; d++) {
@@ -280,17 +279,18 @@ static cudaError_t do_copy(const struct fc_copy_args *a)
             *last = (struct fc_dep){s, seq};
         if (hold != FC_HOLD_NONE)
             fc_wait_locked(s, seq);
-    } else {
-        copy_complete(op);
-        free(op);
-        op = NULL;
+        queued = true;
     }
     pthread_mutex_unlock(&fc_g.mu);
     double held = fc_now_us() - t0;
     if (hold == FC_HOLD_API_LOCK)
         fc_api_unlock();
-    if (op == NULL)
+    if (!queued) {
+        copy_complete(op);
+        free(op->deps);
+        free(op);
         return err;
+    }
 
     count_copy(path, bytes);
     if (snapshot)

@@ -18,6 +18,18 @@ static bool forked_child; /* set in the child of a fork() after first use */
 static __thread int tls_device;
 static __thread cudaError_t tls_last_error;
 
+static struct timespec to_timespec(double t_us)
+{
+    struct timespec ts;
+    ts.tv_sec = (time_t)(t_us / 1e6);
+    ts.tv_nsec = (long)((t_us - (double)ts.tv_sec * 1e6) * 1e3);
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    return ts;
+}
+
 void fc_cond_init(pthread_cond_t *cond)
 {
     pthread_condattr_t attr;
@@ -29,13 +41,7 @@ void fc_cond_init(pthread_cond_t *cond)
 
 bool fc_cond_wait_until(pthread_cond_t *cond, pthread_mutex_t *mu, double t_us)
 {
-    struct timespec ts;
-    ts.tv_sec = (time_t)(t_us / 1e6);
-    ts.tv_nsec = (long)((t_us - (double)ts.tv_sec * 1e6) * 1e3);
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
+    struct timespec ts = to_timespec(t_us);
     return pthread_cond_timedwait(cond, mu, &ts) != ETIMEDOUT;
 }
 
@@ -88,13 +94,7 @@ double fc_now_us(void)
 
 void fc_sleep_until_us(double t_us)
 {
-    struct timespec ts;
-    ts.tv_sec = (time_t)(t_us / 1e6);
-    ts.tv_nsec = (long)((t_us - (double)ts.tv_sec * 1e6) * 1e3);
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
+    struct timespec ts = to_timespec(t_us);
     while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
         ;
 }

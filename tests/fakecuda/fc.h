@@ -279,9 +279,4 @@ struct fc_event {
     uint64_t capture_id;       /* last recorded inside this capture (0: not) */
 };
 
-/* --- time model (copy.c) -------------------------------------------------------------- */
-
-/* Modelled duration of `bytes` at `gbps`, with the per-copy latency, scaled. */
-double fc_copy_duration_us(size_t bytes, double gbps);
-
 #endif /* FAKECUDA_FC_H */

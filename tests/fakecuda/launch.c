@@ -146,10 +146,13 @@ static void host_run(struct fc_op *op, cudaError_t status)
         op->u.host.cb(op->u.host.handle, status, op->u.host.data);
 }
 
-static cudaError_t enqueue_host(cudaStream_t stream, bool per_thread, const struct fc_host_op *h)
+/* cudaLaunchHostFunc (h->fn) and cudaStreamAddCallback (h->cb). */
+static cudaError_t enqueue_host(cudaStream_t stream, bool per_thread, const struct fc_host_op *h, unsigned flags)
 {
     if (!fc_enter())
         return fc_ret(cudaErrorInitializationError);
+    if ((h->fn == NULL && h->cb == NULL) || flags != 0)
+        return fc_ret(cudaErrorInvalidValue);
     pthread_mutex_lock(&fc_g.mu);
     struct fc_stream *s;
     cudaError_t err = fc_stream_get(stream, per_thread, &s);
@@ -169,28 +172,20 @@ static cudaError_t enqueue_host(cudaStream_t stream, bool per_thread, const stru
 
 cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void *data)
 {
-    if (fn == NULL)
-        return fc_ret(cudaErrorInvalidValue);
-    return enqueue_host(stream, false, &(struct fc_host_op){.fn = fn, .data = data});
+    return enqueue_host(stream, false, &(struct fc_host_op){.fn = fn, .data = data}, 0);
 }
 
 cudaError_t cudaLaunchHostFunc_ptsz(cudaStream_t stream, cudaHostFn_t fn, void *data)
 {
-    if (fn == NULL)
-        return fc_ret(cudaErrorInvalidValue);
-    return enqueue_host(stream, true, &(struct fc_host_op){.fn = fn, .data = data});
+    return enqueue_host(stream, true, &(struct fc_host_op){.fn = fn, .data = data}, 0);
 }
 
 cudaError_t cudaStreamAddCallback(cudaStream_t stream, cudaStreamCallback_t cb, void *data, unsigned int flags)
 {
-    if (cb == NULL || flags != 0)
-        return fc_ret(cudaErrorInvalidValue);
-    return enqueue_host(stream, false, &(struct fc_host_op){.cb = cb, .handle = stream, .data = data});
+    return enqueue_host(stream, false, &(struct fc_host_op){.cb = cb, .handle = stream, .data = data}, flags);
 }
 
 cudaError_t cudaStreamAddCallback_ptsz(cudaStream_t stream, cudaStreamCallback_t cb, void *data, unsigned int flags)
 {
-    if (cb == NULL || flags != 0)
-        return fc_ret(cudaErrorInvalidValue);
-    return enqueue_host(stream, true, &(struct fc_host_op){.cb = cb, .handle = stream, .data = data});
+    return enqueue_host(stream, true, &(struct fc_host_op){.cb = cb, .handle = stream, .data = data}, flags);
 }

@@ -16,9 +16,9 @@
 static __thread struct fc_stream *tls_per_thread[FC_MAX_DEVICES];
 static __thread enum cudaStreamCaptureMode tls_capture_mode = cudaStreamCaptureModeGlobal;
 
-static void *fc_xcalloc(size_t n, size_t size)
+/* The simulation's own bookkeeping cannot fail halfway through a call. */
+static void *must(void *p)
 {
-    void *p = calloc(n, size);
     if (p == NULL) {
         fputs("fakecuda: out of memory\n", stderr);
         abort();
@@ -100,7 +100,7 @@ cudaError_t fc_stream_get(cudaStream_t handle, bool per_thread, struct fc_stream
 
 struct fc_op *fc_op_new(fc_run_fn run)
 {
-    struct fc_op *op = fc_xcalloc(1, sizeof *op);
+    struct fc_op *op = must(calloc(1, sizeof *op));
     op->run = run;
     return op;
 }
@@ -111,11 +111,7 @@ void fc_op_add_dep(struct fc_op *op, struct fc_stream *s, uint64_t seq)
         return;
     if (op->ndeps == op->capdeps) {
         op->capdeps = op->capdeps ? 2 * op->capdeps : 4;
-        op->deps = realloc(op->deps, op->capdeps * sizeof *op->deps);
-        if (op->deps == NULL) {
-            fputs("fakecuda: out of memory\n", stderr);
-            abort();
-        }
+        op->deps = must(realloc(op->deps, op->capdeps * sizeof *op->deps));
     }
     op->deps[op->ndeps++] = (struct fc_dep){s, seq};
 }
@@ -341,7 +337,7 @@ static cudaError_t begin_capture(cudaStream_t stream, enum cudaStreamCaptureMode
     else if (err == cudaSuccess && s->capture != NULL)
         err = cudaErrorIllegalState;
     if (err == cudaSuccess) {
-        struct fc_capture *c = fc_xcalloc(1, sizeof *c);
+        struct fc_capture *c = must(calloc(1, sizeof *c));
         c->id = ++fc_g.next_capture_id;
         c->mode = mode;
         c->thread = pthread_self();
@@ -494,11 +490,11 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream)
     return fc_ret(s != NULL ? cudaSuccess : cudaErrorInvalidResourceHandle);
 }
 
-static cudaError_t stream_synchronize(cudaStream_t stream, bool per_thread)
+/* What cudaStreamSynchronize and cudaStreamQuery check first, under
+ * fc_g.mu: the handle, and that neither a capture of the stream nor the
+ * capture mode forbids looking at it. */
+static cudaError_t stream_observable_locked(cudaStream_t stream, bool per_thread, struct fc_stream **out)
 {
-    if (!fc_enter())
-        return fc_ret(cudaErrorInitializationError);
-    pthread_mutex_lock(&fc_g.mu);
     struct fc_stream *s;
     cudaError_t err = fc_stream_get(stream, per_thread, &s);
     if (err == cudaSuccess && s->capture != NULL) {
@@ -507,6 +503,18 @@ static cudaError_t stream_synchronize(cudaStream_t stream, bool per_thread)
     }
     if (err == cudaSuccess)
         err = fc_capture_check_locked();
+    if (err == cudaSuccess)
+        *out = s;
+    return err;
+}
+
+static cudaError_t stream_synchronize(cudaStream_t stream, bool per_thread)
+{
+    if (!fc_enter())
+        return fc_ret(cudaErrorInitializationError);
+    pthread_mutex_lock(&fc_g.mu);
+    struct fc_stream *s;
+    cudaError_t err = stream_observable_locked(stream, per_thread, &s);
     if (err == cudaSuccess) {
         drain_locked(s);
         err = s->sticky;
@@ -521,13 +529,7 @@ static cudaError_t stream_query(cudaStream_t stream, bool per_thread)
         return fc_ret(cudaErrorInitializationError);
     pthread_mutex_lock(&fc_g.mu);
     struct fc_stream *s;
-    cudaError_t err = fc_stream_get(stream, per_thread, &s);
-    if (err == cudaSuccess && s->capture != NULL) {
-        s->capture->invalidated = true;
-        err = cudaErrorStreamCaptureUnsupported;
-    }
-    if (err == cudaSuccess)
-        err = fc_capture_check_locked();
+    cudaError_t err = stream_observable_locked(stream, per_thread, &s);
     if (err == cudaSuccess)
         err = s->sticky != cudaSuccess ? s->sticky : drained_locked(s) ? cudaSuccess : cudaErrorNotReady;
     pthread_mutex_unlock(&fc_g.mu);

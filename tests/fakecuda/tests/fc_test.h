@@ -43,6 +43,16 @@ static inline void sleep_ms(double ms)
 
 static const dim3 one = {1, 1, 1};
 
+/* Sets (value) or unsets (NULL) a FAKECUDA_* variable and makes it count. */
+static inline void setenv_reload(const char *name, const char *value)
+{
+    if (value != NULL)
+        setenv(name, value, 1);
+    else
+        unsetenv(name);
+    fakecuda_reload_config();
+}
+
 /* sleep_kernel(double us) */
 static void sleep_kernel(void **args)
 {

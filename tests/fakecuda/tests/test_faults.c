@@ -4,15 +4,6 @@
 
 #include <fcntl.h>
 
-static void setenv_reload(const char *name, const char *value)
-{
-    if (value != NULL)
-        setenv(name, value, 1);
-    else
-        unsetenv(name);
-    fakecuda_reload_config();
-}
-
 /* main() set FAKECUDA_FAULT_HOST_ALLOC=2:1 and
  * FAKECUDA_FAULT_EVENT_CREATE=1:1:cudaErrorLaunchOutOfResources before the
  * first CUDA call. This test must run first. */

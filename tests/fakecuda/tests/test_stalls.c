@@ -8,15 +8,6 @@
 #define HELD_MS 150.0
 #define AT_ONCE_MS 50.0
 
-static void setenv_reload(const char *name, const char *value)
-{
-    if (value != NULL)
-        setenv(name, value, 1);
-    else
-        unsetenv(name);
-    fakecuda_reload_config();
-}
-
 static cudaStream_t new_stream(int device)
 {
     cudaStream_t s;
