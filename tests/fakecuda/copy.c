@@ -263,13 +263,8 @@ static cudaError_t do_copy(const struct fc_copy_args *a)
         }
     } else if (err == cudaSuccess) {
         if (a->peer_api && a->sync) {
-            for (int d = 0; d < 2; d++) {
-                struct fc_stream *l = fc_g.dev[d == 0 ? a->src_device : a->dst_device].legacy;
-                if (l != s)
-                    for (size_t i = 0; i < fc_g.nall; i++)
-                        if (fc_g.all[i]->device == l->device && (fc_g.all[i] == l || fc_stream_blocking(fc_g.all[i])))
-                            fc_op_add_dep(op, fc_g.all[i], fc_g.all[i]->submitted);
-            }
+            fc_op_wait_device_locked(op, a->src_device, s);
+            fc_op_wait_device_locked(op, a->dst_device, s);
         }
         struct fc_dep *last = &fc_g.last_staged;
         if (path == FC_PATH_STAGED && last->stream != NULL)

@@ -242,6 +242,9 @@ struct fc_stream *fc_stream_new_locked(enum fc_stream_kind kind, int device, uns
 /* Allocates an op (zeroed). Never NULL (aborts when out of memory). */
 struct fc_op *fc_op_new(fc_run_fn run);
 void fc_op_add_dep(struct fc_op *op, struct fc_stream *s, uint64_t seq);
+/* Under fc_g.mu: op waits for the earlier work of a device's legacy and
+ * blocking streams (but `self`): what legacy-stream work waits for. */
+void fc_op_wait_device_locked(struct fc_op *op, int device, const struct fc_stream *self);
 /* Under fc_g.mu: adds the legacy-stream dependencies, applies armed faults,
  * queues the op on s and starts s's worker if needed. Returns its seq. */
 uint64_t fc_submit_locked(struct fc_stream *s, struct fc_op *op);

@@ -184,16 +184,21 @@ static void start_worker_locked(struct fc_stream *s)
     fc_stat_add(workers_running, 1);
 }
 
+void fc_op_wait_device_locked(struct fc_op *op, int device, const struct fc_stream *self)
+{
+    for (size_t i = 0; i < fc_g.nall; i++) {
+        struct fc_stream *t = fc_g.all[i];
+        if (t != self && t->device == device && (t->kind == FC_STREAM_LEGACY || fc_stream_blocking(t)))
+            fc_op_add_dep(op, t, t->submitted);
+    }
+}
+
 uint64_t fc_submit_locked(struct fc_stream *s, struct fc_op *op)
 {
     /* Legacy default stream: its work waits for earlier work of every
      * blocking stream of the device, and theirs for earlier legacy work. */
     if (s->kind == FC_STREAM_LEGACY) {
-        for (size_t i = 0; i < fc_g.nall; i++) {
-            struct fc_stream *t = fc_g.all[i];
-            if (t != s && t->device == s->device && fc_stream_blocking(t))
-                fc_op_add_dep(op, t, t->submitted);
-        }
+        fc_op_wait_device_locked(op, s->device, s);
     } else if (fc_stream_blocking(s)) {
         struct fc_stream *legacy = fc_g.dev[s->device].legacy;
         fc_op_add_dep(op, legacy, legacy->submitted);
