@@ -65,14 +65,23 @@ static void discard(struct us_lane *l)
 static bool make_events(struct us_lane *l, int current)
 {
     const struct us_lane_key *k = &l->key;
-    cudaError_t err = us_pipe_event_create(k->stream_device, current, &l->start);
-    err = us_pipe_first(err, us_pipe_event_create(k->src_device, current, &l->gate_src));
-    err = us_pipe_first(err, us_pipe_event_create(k->dst_device, current, &l->gate_dst));
-    err = us_pipe_first(err, us_pipe_event_create(k->dst_device, current, &l->done));
-    for (unsigned i = 0; err == cudaSuccess && i < l->nslots; i++) {
-        err = us_pipe_event_create(k->src_device, current, &l->filled[i]);
-        err = us_pipe_first(err, us_pipe_event_create(k->dst_device, current, &l->freed[i]));
+    struct {
+        int device;
+        cudaEvent_t *event;
+    } todo[4 + 2 * US_LANE_MAX_SLOTS] = {
+        {k->stream_device, &l->start}, {k->src_device, &l->gate_src},
+        {k->dst_device, &l->gate_dst}, {k->dst_device, &l->done},
+    };
+    unsigned n = 4;
+    for (unsigned i = 0; i < l->nslots; i++) {
+        todo[n].device = k->src_device;
+        todo[n++].event = &l->filled[i];
+        todo[n].device = k->dst_device;
+        todo[n++].event = &l->freed[i];
     }
+    cudaError_t err = cudaSuccess;
+    for (unsigned i = 0; i < n && err == cudaSuccess; i++)
+        err = us_pipe_event_create(todo[i].device, current, todo[i].event);
     if (err != cudaSuccess)
         us_log_once(&logged_event, US_LOG_WARN, "cannot create the shim's events (%s): copies go native",
                     us_real_error_name(err));
@@ -92,7 +101,8 @@ static struct us_lane *make_lane(const struct us_lane_key *key, int current)
     l->nslots = cfg->slots < US_LANE_MAX_SLOTS ? cfg->slots : US_LANE_MAX_SLOTS;
     pthread_mutex_init(&l->mu, NULL);
     cudaError_t err = us_pipe_stream_create(key->src_device, current, &l->d2h);
-    err = us_pipe_first(err, us_pipe_stream_create(key->dst_device, current, &l->h2d));
+    if (err == cudaSuccess)
+        err = us_pipe_stream_create(key->dst_device, current, &l->h2d);
     if (err != cudaSuccess) {
         us_log_once(&logged_stream, US_LOG_WARN, "cannot create the shim's streams (%s): copies go native",
                     us_real_error_name(err));

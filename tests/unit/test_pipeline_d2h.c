@@ -1,0 +1,194 @@
+/* test_pipeline_d2h.c - case C over the fake runtime table: data for every
+ * size class, the default (host waits per chunk, `slots` chunks in flight,
+ * returns with the data in place), deferred mode (host functions in stream
+ * order, no host wait, slots held until they ran), declines and errors. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "copy.h"
+#include "fake_cuda.h"
+#include "log.h"
+#include "pipeline.h"
+#include "staging.h"
+
+#define SLOT (64u << 10)
+
+static int setup(void **state)
+{
+    (void)state;
+    fake_cuda_reset();
+    fake_cuda_config(SLOT, 4, 128 * SLOT, false);
+    us_staging_reset();
+    fake_cuda_log_capture();
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    us_log_set_sink(NULL, NULL);
+    return 0;
+}
+
+/* src+3 (device 0) -> dst+5 (pageable); data and surroundings checked. */
+static bool d2h_checked(int api, size_t bytes, cudaStream_t stream, cudaError_t *result)
+{
+    unsigned char *src = malloc(bytes + 16), *dst = calloc(1, bytes + 16);
+    fake_cuda_fill(src + 3, bytes, (unsigned)bytes + 2);
+    struct us_copy c;
+    fake_cuda_copy(&c, api, dst + 5, -1, src + 3, 0, bytes, stream);
+    bool done = us_pipeline_d2h(&c, result);
+    if (done && *result == cudaSuccess) {
+        assert_true(fake_cuda_check(dst + 5, bytes, (unsigned)bytes + 2));
+        for (size_t i = 0; i < 5; i++)
+            assert_int_equal(dst[i], 0);
+        for (size_t i = bytes + 5; i < bytes + 16; i++)
+            assert_int_equal(dst[i], 0);
+    }
+    free(src);
+    free(dst);
+    return done;
+}
+
+static void test_d2h_data_every_size_class(void **state)
+{
+    (void)state;
+    const size_t sizes[] = {1, 4097, SLOT - 1, SLOT, SLOT + 1, 3 * SLOT + 17, 40 * SLOT + 5};
+    cudaStream_t s = fake_cuda_user_stream(0);
+    for (int deferred = 0; deferred < 2; deferred++) {
+        fake_cuda_config(SLOT, 4, 16 * SLOT, deferred); /* deferred: 8 slots a copy, batches */
+        for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+            cudaError_t result = cudaErrorUnknown;
+            assert_true(d2h_checked(US_API_MEMCPY_ASYNC, sizes[i], s, &result));
+            assert_int_equal(result, cudaSuccess);
+        }
+    }
+    assert_int_equal(fake_cuda_calls_not_relaxed(), 0);
+}
+
+static void test_d2h_default_waits_per_chunk_with_slots_in_flight(void **state)
+{
+    (void)state;
+    cudaStream_t s = fake_cuda_user_stream(0);
+    cudaError_t result;
+    assert_true(d2h_checked(US_API_MEMCPY_ASYNC, 10 * SLOT, s, &result));
+    assert_int_equal(fake_cuda_count(FAKE_cudaMemcpyAsync), 10);
+    assert_int_equal(fake_cuda_count(FAKE_cudaEventRecord), 10);
+    assert_int_equal(fake_cuda_count(FAKE_cudaEventSynchronize), 10); /* 3 calls per chunk */
+    /* 4 chunks queued before the first wait; each later one after a wait */
+    assert_true(fake_cuda_find(FAKE_cudaMemcpyAsync, 3) < fake_cuda_find(FAKE_cudaEventSynchronize, 0));
+    assert_true(fake_cuda_find(FAKE_cudaMemcpyAsync, 4) > fake_cuda_find(FAKE_cudaEventSynchronize, 0));
+    for (size_t i = 0; i < fake_cuda.ncalls; i++)
+        if (fake_cuda.calls[i].fn == FAKE_cudaMemcpyAsync)
+            assert_ptr_equal(fake_cuda.calls[i].stream, s);
+    assert_int_equal(fake_cuda_count(FAKE_cudaStreamSynchronize), 0); /* the copy, not the whole stream */
+    assert_int_equal(fake_cuda_count(FAKE_cudaLaunchHostFunc), 0);
+    /* the slots went back free: the next copy queries nothing */
+    unsigned queries = fake_cuda_count(FAKE_cudaEventQuery);
+    assert_true(d2h_checked(US_API_MEMCPY_ASYNC, 10 * SLOT, s, &result));
+    assert_int_equal(fake_cuda_count(FAKE_cudaEventQuery), queries);
+}
+
+static void test_d2h_deferred_lands_in_stream_order(void **state)
+{
+    (void)state;
+    fake_cuda_config(SLOT, 4, 8 * SLOT, true); /* 4 slots a copy */
+    cudaStream_t s = fake_cuda_user_stream(0);
+    cudaError_t result;
+    assert_true(d2h_checked(US_API_MEMCPY_ASYNC, 10 * SLOT, s, &result));
+    assert_int_equal(result, cudaSuccess);
+    assert_int_equal(fake_cuda_count(FAKE_cudaEventSynchronize), 0); /* returns at once */
+    assert_int_equal(fake_cuda_count(FAKE_cudaLaunchHostFunc), 3);   /* 4 + 4 + 2 chunks */
+    /* D2H x4, host function, D2H x4, host function, D2H x2, host function, events */
+    assert_true(fake_cuda_find(FAKE_cudaLaunchHostFunc, 0) > fake_cuda_find(FAKE_cudaMemcpyAsync, 3));
+    assert_true(fake_cuda_find(FAKE_cudaLaunchHostFunc, 0) < fake_cuda_find(FAKE_cudaMemcpyAsync, 4));
+    assert_true(fake_cuda_find(FAKE_cudaEventRecord, 0) > fake_cuda_find(FAKE_cudaLaunchHostFunc, 2));
+    for (size_t i = 0; i < fake_cuda.ncalls; i++)
+        if (fake_cuda.calls[i].fn == FAKE_cudaLaunchHostFunc || fake_cuda.calls[i].fn == FAKE_cudaEventRecord)
+            assert_ptr_equal(fake_cuda.calls[i].stream, s);
+    /* its slots stay taken until the events after the host functions complete */
+    fake_cuda.events_busy = true;
+    struct us_slot *slots[8];
+    assert_int_equal(us_staging_claim(8, slots), 4);
+}
+
+static void test_d2h_deferred_not_for_sync_api(void **state)
+{
+    (void)state;
+    fake_cuda_config(SLOT, 4, 8 * SLOT, true);
+    cudaError_t result;
+    assert_true(d2h_checked(US_API_MEMCPY, 3 * SLOT, NULL, &result));
+    assert_int_equal(result, cudaSuccess);
+    assert_int_equal(fake_cuda_count(FAKE_cudaLaunchHostFunc), 0);
+    assert_int_equal(fake_cuda_count(FAKE_cudaEventSynchronize), 3);
+}
+
+static void test_d2h_capture_and_invalid_stream_decline(void **state)
+{
+    (void)state;
+    cudaError_t result = cudaErrorUnknown;
+    fake_cuda.capture = cudaStreamCaptureStatusActive;
+    assert_false(d2h_checked(US_API_MEMCPY_ASYNC, SLOT, fake_cuda_user_stream(0), &result));
+    fake_cuda.capture = cudaStreamCaptureStatusNone;
+    assert_false(d2h_checked(US_API_MEMCPY_ASYNC, SLOT, (cudaStream_t)(uintptr_t)0x4321, &result));
+    assert_int_equal(result, cudaErrorUnknown);
+    assert_int_equal(fake_cuda_count(FAKE_cudaMemcpyAsync), 0);
+}
+
+static void test_d2h_no_pinned_memory_declines(void **state)
+{
+    (void)state;
+    fake_cuda_config(SLOT, 4, 0, false);
+    cudaError_t result;
+    assert_false(d2h_checked(US_API_MEMCPY_ASYNC, SLOT, fake_cuda_user_stream(0), &result));
+    assert_false(d2h_checked(US_API_MEMCPY_ASYNC, SLOT, fake_cuda_user_stream(0), &result));
+    assert_int_equal(fake_cuda_log_count("pinned_max (0 bytes) reached"), 1);
+    assert_int_equal(fake_cuda_count(FAKE_cudaMemcpyAsync), 0);
+}
+
+static void test_d2h_errors(void **state)
+{
+    (void)state;
+    cudaStream_t s = fake_cuda_user_stream(0);
+    cudaError_t result;
+    /* a chunk queued later fails: its error is the call's */
+    fake_cuda_fail(FAKE_cudaMemcpyAsync, 6, 1, cudaErrorIllegalAddress);
+    assert_true(d2h_checked(US_API_MEMCPY_ASYNC, 10 * SLOT, s, &result));
+    assert_int_equal(result, cudaErrorIllegalAddress);
+    assert_int_equal(fake_cuda_count(FAKE_cudaMemcpyAsync), 6);
+    /* the stream failed asynchronously: the wait says so */
+    fake_cuda.stream_error = cudaErrorLaunchFailure;
+    assert_true(d2h_checked(US_API_MEMCPY_ASYNC, 2 * SLOT, s, &result));
+    assert_int_equal(result, cudaErrorLaunchFailure);
+    fake_cuda.stream_error = cudaSuccess;
+    /* the first chunk refused: native answers */
+    fake_cuda_fail(FAKE_cudaMemcpyAsync, 1, 1, cudaErrorInvalidValue);
+    assert_false(d2h_checked(US_API_MEMCPY_ASYNC, 2 * SLOT, s, &result));
+    /* deferred: a host function refused after its chunks were issued */
+    fake_cuda_config(SLOT, 4, 8 * SLOT, true);
+    fake_cuda_fail(FAKE_cudaLaunchHostFunc, 1, 1, cudaErrorNotSupported);
+    assert_true(d2h_checked(US_API_MEMCPY_ASYNC, 2 * SLOT, s, &result));
+    assert_int_equal(result, cudaErrorNotSupported);
+    int last_copy = fake_cuda_find(FAKE_cudaMemcpyAsync, fake_cuda_count(FAKE_cudaMemcpyAsync) - 1);
+    int last_record = fake_cuda_find(FAKE_cudaEventRecord, fake_cuda_count(FAKE_cudaEventRecord) - 1);
+    assert_true(last_record > last_copy); /* its slots are freed by events after its chunks */
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_d2h_data_every_size_class, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_d2h_default_waits_per_chunk_with_slots_in_flight, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_d2h_deferred_lands_in_stream_order, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_d2h_deferred_not_for_sync_api, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_d2h_capture_and_invalid_stream_decline, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_d2h_no_pinned_memory_declines, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_d2h_errors, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,228 @@
+/* test_pipeline_h2d.c - case B over the fake runtime table: data for every
+ * size class, chunks on the user stream with no host wait while slots
+ * suffice, own-slot reuse past the claim cap, synchronous semantics,
+ * declines and errors mid-pipeline. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "copy.h"
+#include "fake_cuda.h"
+#include "log.h"
+#include "pipeline.h"
+#include "staging.h"
+
+#define SLOT (64u << 10)
+
+static int setup(void **state)
+{
+    (void)state;
+    fake_cuda_reset();
+    fake_cuda_config(SLOT, 4, 128 * SLOT, false);
+    us_staging_reset();
+    fake_cuda_log_capture();
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    us_log_set_sink(NULL, NULL);
+    return 0;
+}
+
+/* src+3 (pageable) -> dst+5 (device 0); data and surroundings checked. */
+static bool h2d_checked(int api, size_t bytes, cudaStream_t stream, cudaError_t *result)
+{
+    unsigned char *src = malloc(bytes + 16), *dst = calloc(1, bytes + 16);
+    fake_cuda_fill(src + 3, bytes, (unsigned)bytes + 1);
+    struct us_copy c;
+    fake_cuda_copy(&c, api, dst + 5, 0, src + 3, -1, bytes, stream);
+    bool done = us_pipeline_h2d(&c, result);
+    if (done && *result == cudaSuccess) {
+        assert_true(fake_cuda_check(dst + 5, bytes, (unsigned)bytes + 1));
+        assert_true(fake_cuda_check(src + 3, bytes, (unsigned)bytes + 1)); /* the source is only read */
+        for (size_t i = 0; i < 5; i++)
+            assert_int_equal(dst[i], 0);
+        for (size_t i = bytes + 5; i < bytes + 16; i++)
+            assert_int_equal(dst[i], 0);
+    }
+    free(src);
+    free(dst);
+    return done;
+}
+
+static void test_h2d_data_every_size_class(void **state)
+{
+    (void)state;
+    const size_t sizes[] = {1, 4097, SLOT - 1, SLOT, SLOT + 1, 3 * SLOT + 17, 40 * SLOT + 5};
+    cudaStream_t s = fake_cuda_user_stream(0);
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        cudaError_t result = cudaErrorUnknown;
+        assert_true(h2d_checked(US_API_MEMCPY_ASYNC, sizes[i], s, &result));
+        assert_int_equal(result, cudaSuccess);
+    }
+    assert_int_equal(fake_cuda_calls_not_relaxed(), 0);
+}
+
+static void test_h2d_chunks_on_the_user_stream_without_host_wait(void **state)
+{
+    (void)state;
+    cudaStream_t s = fake_cuda_user_stream(0);
+    cudaError_t result;
+    assert_true(h2d_checked(US_API_MEMCPY_ASYNC, 10 * SLOT, s, &result));
+    assert_int_equal(fake_cuda_count(FAKE_cudaMemcpyAsync), 10);
+    assert_int_equal(fake_cuda_count(FAKE_cudaEventRecord), 10); /* 2 calls per chunk */
+    for (size_t i = 0; i < fake_cuda.ncalls; i++)
+        if (fake_cuda.calls[i].fn == FAKE_cudaMemcpyAsync || fake_cuda.calls[i].fn == FAKE_cudaEventRecord)
+            assert_ptr_equal(fake_cuda.calls[i].stream, s);
+    assert_int_equal(fake_cuda_count(FAKE_cudaEventSynchronize), 0);
+    assert_int_equal(fake_cuda_count(FAKE_cudaStreamSynchronize), 0);
+    assert_int_equal(fake_cuda_count(FAKE_cudaHostAlloc), 1);
+
+    /* its slots are pending: the next copy queries them, and reuses them */
+    assert_true(h2d_checked(US_API_MEMCPY_ASYNC, 10 * SLOT, s, &result));
+    assert_int_equal(fake_cuda_count(FAKE_cudaHostAlloc), 1);
+    assert_true(fake_cuda_count(FAKE_cudaEventQuery) >= 10);
+}
+
+static void test_h2d_events_on_the_streams_device(void **state)
+{
+    (void)state;
+    cudaStream_t s = fake_cuda_user_stream(1); /* device 0 is current */
+    cudaError_t result;
+    assert_true(h2d_checked(US_API_MEMCPY_ASYNC, 2 * SLOT, s, &result));
+    assert_int_equal(result, cudaSuccess);
+    int rec = fake_cuda_find(FAKE_cudaEventRecord, 0);
+    assert_int_equal(fake_cuda_event_device(fake_cuda.calls[rec].event), 1);
+}
+
+static void test_h2d_larger_than_its_slots_waits_for_its_own_chunks(void **state)
+{
+    (void)state;
+    fake_cuda_config(SLOT, 2, 8 * SLOT, false); /* a copy claims at most 4 slots */
+    cudaStream_t s = fake_cuda_user_stream(0);
+    cudaError_t result;
+    assert_true(h2d_checked(US_API_MEMCPY_ASYNC, 10 * SLOT, s, &result));
+    assert_int_equal(result, cudaSuccess);
+    assert_int_equal(fake_cuda_count(FAKE_cudaEventSynchronize), 6);
+    /* each wait is for an event this copy recorded on this stream */
+    for (unsigned i = 0; i < 6; i++) {
+        int w = fake_cuda_find(FAKE_cudaEventSynchronize, i);
+        int rec = fake_cuda_find(FAKE_cudaEventRecord, i);
+        assert_true(rec < w);
+        assert_ptr_equal(fake_cuda.calls[rec].event, fake_cuda.calls[w].event);
+    }
+}
+
+static void test_h2d_sync_api_returns_when_done(void **state)
+{
+    (void)state;
+    cudaError_t result;
+    assert_true(h2d_checked(US_API_MEMCPY, 3 * SLOT, NULL, &result));
+    assert_int_equal(result, cudaSuccess);
+    int last = fake_cuda_find(FAKE_cudaEventSynchronize, 0);
+    assert_true(last > fake_cuda_find(FAKE_cudaMemcpyAsync, 2));
+    assert_ptr_equal(fake_cuda.calls[fake_cuda_find(FAKE_cudaMemcpyAsync, 0)].stream, cudaStreamLegacy);
+    /* an asynchronous failure shows in the result */
+    fake_cuda.stream_error = cudaErrorLaunchFailure;
+    assert_true(h2d_checked(US_API_MEMCPY_PTDS, 3 * SLOT, NULL, &result));
+    assert_int_equal(result, cudaErrorLaunchFailure);
+    assert_ptr_equal(fake_cuda.calls[fake_cuda_find(FAKE_cudaMemcpyAsync, 3)].stream, cudaStreamPerThread);
+}
+
+static void test_h2d_no_free_slot_declines(void **state)
+{
+    (void)state;
+    fake_cuda_config(SLOT, 2, 2 * SLOT, false);
+    cudaStream_t s = fake_cuda_user_stream(0);
+    cudaError_t result = cudaErrorUnknown;
+    assert_true(h2d_checked(US_API_MEMCPY_ASYNC, SLOT, s, &result)); /* claims one of the two */
+    fake_cuda.events_busy = true; /* both slots still read by the GPU */
+    assert_true(h2d_checked(US_API_MEMCPY_ASYNC, SLOT, s, &result)); /* the other one */
+    unsigned copies = fake_cuda_count(FAKE_cudaMemcpyAsync);
+    result = cudaErrorUnknown;
+    assert_false(h2d_checked(US_API_MEMCPY_ASYNC, SLOT, s, &result));
+    assert_int_equal(result, cudaErrorUnknown);
+    assert_int_equal(fake_cuda_count(FAKE_cudaMemcpyAsync), copies);
+    assert_int_equal(fake_cuda_count(FAKE_cudaEventSynchronize), 0); /* nobody waited */
+}
+
+static void test_h2d_capture_declines(void **state)
+{
+    (void)state;
+    fake_cuda.capture = cudaStreamCaptureStatusActive;
+    cudaError_t result = cudaErrorUnknown;
+    assert_false(h2d_checked(US_API_MEMCPY_ASYNC, SLOT, fake_cuda_user_stream(0), &result));
+    assert_int_equal(fake_cuda_count(FAKE_cudaMemcpyAsync), 0);
+    assert_int_equal(fake_cuda_count(FAKE_cudaHostAlloc), 0);
+}
+
+static void test_h2d_no_pinned_memory_declines_once_logged(void **state)
+{
+    (void)state;
+    fake_cuda_fail(FAKE_cudaHostAlloc, 1, 0, cudaErrorMemoryAllocation);
+    cudaError_t result;
+    cudaStream_t s = fake_cuda_user_stream(0);
+    assert_false(h2d_checked(US_API_MEMCPY_ASYNC, SLOT, s, &result));
+    assert_false(h2d_checked(US_API_MEMCPY_ASYNC, SLOT, s, &result));
+    assert_int_equal(fake_cuda_log_count("cudaHostAlloc"), 1);
+    assert_int_equal(fake_cuda_count(FAKE_cudaMemcpyAsync), 0);
+}
+
+static void test_h2d_no_events_declines(void **state)
+{
+    (void)state;
+    fake_cuda_fail(FAKE_cudaEventCreateWithFlags, 1, 0, cudaErrorMemoryAllocation);
+    cudaError_t result;
+    assert_false(h2d_checked(US_API_MEMCPY_ASYNC, SLOT, fake_cuda_user_stream(0), &result));
+    assert_int_equal(fake_cuda_log_count("cannot create the shim's events"), 1);
+    assert_int_equal(fake_cuda_count(FAKE_cudaMemcpyAsync), 0);
+    /* the slots went back free */
+    fake_cuda_fail(FAKE_cudaEventCreateWithFlags, 0, 0, cudaSuccess);
+    assert_true(h2d_checked(US_API_MEMCPY_ASYNC, SLOT, fake_cuda_user_stream(0), &result));
+    assert_int_equal(fake_cuda_count(FAKE_cudaHostAlloc), 1);
+}
+
+static void test_h2d_error_mid_pipeline_is_returned(void **state)
+{
+    (void)state;
+    cudaStream_t s = fake_cuda_user_stream(0);
+    fake_cuda_fail(FAKE_cudaMemcpyAsync, 4, 1, cudaErrorIllegalAddress);
+    cudaError_t result = cudaSuccess;
+    assert_true(h2d_checked(US_API_MEMCPY_ASYNC, 8 * SLOT, s, &result));
+    assert_int_equal(result, cudaErrorIllegalAddress);
+    assert_int_equal(fake_cuda_count(FAKE_cudaMemcpyAsync), 4);
+    /* the first chunk refused: native answers */
+    fake_cuda_fail(FAKE_cudaMemcpyAsync, 1, 1, cudaErrorInvalidValue);
+    assert_false(h2d_checked(US_API_MEMCPY_ASYNC, 8 * SLOT, s, &result));
+    /* a record that fails after its copy was issued: the slot is never reused */
+    fake_cuda_config(SLOT, 2, 2 * SLOT, false);
+    us_staging_reset();
+    fake_cuda_fail(FAKE_cudaEventRecord, 1, 1, cudaErrorLaunchFailure);
+    assert_true(h2d_checked(US_API_MEMCPY_ASYNC, SLOT, s, &result));
+    assert_int_equal(result, cudaErrorLaunchFailure);
+    struct us_slot *slots[2];
+    assert_int_equal(us_staging_claim(2, slots), 1);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_h2d_data_every_size_class, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_h2d_chunks_on_the_user_stream_without_host_wait, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_h2d_events_on_the_streams_device, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_h2d_larger_than_its_slots_waits_for_its_own_chunks, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_h2d_sync_api_returns_when_done, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_h2d_no_free_slot_declines, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_h2d_capture_declines, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_h2d_no_pinned_memory_declines_once_logged, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_h2d_no_events_declines, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_h2d_error_mid_pipeline_is_returned, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
