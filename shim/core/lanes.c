@@ -23,7 +23,7 @@ static struct {
     unsigned count;
 } lanes = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
-static int logged_stream, logged_event, logged_oom;
+static int logged_oom;
 
 static void make_key(struct us_lane_key *key, cudaStream_t stream, int stream_device, int src, int dst)
 {
@@ -81,10 +81,7 @@ static bool make_events(struct us_lane *l, int current)
     }
     cudaError_t err = cudaSuccess;
     for (unsigned i = 0; i < n && err == cudaSuccess; i++)
-        err = us_pipe_event_create(todo[i].device, current, todo[i].event);
-    if (err != cudaSuccess)
-        us_log_once(&logged_event, US_LOG_WARN, "cannot create the shim's events (%s): copies go native",
-                    us_real_error_name(err));
+        err = us_pipe_event_create(todo[i].device, current, todo[i].event); /* logs a failure */
     return err == cudaSuccess;
 }
 
@@ -103,9 +100,7 @@ static struct us_lane *make_lane(const struct us_lane_key *key, int current)
     cudaError_t err = us_pipe_stream_create(key->src_device, current, &l->d2h);
     if (err == cudaSuccess)
         err = us_pipe_stream_create(key->dst_device, current, &l->h2d);
-    if (err != cudaSuccess) {
-        us_log_once(&logged_stream, US_LOG_WARN, "cannot create the shim's streams (%s): copies go native",
-                    us_real_error_name(err));
+    if (err != cudaSuccess) { /* logged by us_pipe_stream_create */
         discard(l);
         return NULL;
     }

@@ -16,7 +16,7 @@
     X(cudaEventRecord) X(cudaEventQuery) X(cudaEventSynchronize) X(cudaMemcpyAsync)           \
     X(cudaHostAlloc) X(cudaLaunchHostFunc)
 
-static int logged_no_slot, logged_slot_event, logged_missing, logged_mode, logged_capture, logged_capture_query, logged_device,
+static int logged_no_slot, logged_event, logged_stream, logged_missing, logged_mode, logged_capture, logged_capture_query, logged_device,
     logged_stream_device, logged_device_range;
 
 static const char *missing_function(const struct us_real_api *real)
@@ -147,10 +147,14 @@ cudaError_t us_pipe_event_create(int device, int current, cudaEvent_t *out)
 {
     cudaEvent_t ev = NULL;
     cudaError_t err = on_device(device, current, make_event, &ev, cudaEventDisableTiming);
-    if (err == cudaSuccess)
+    if (err == cudaSuccess) {
         *out = ev;
-    else if (ev != NULL)
+        return err;
+    }
+    if (ev != NULL)
         us_real()->cudaEventDestroy(ev);
+    us_log_once(&logged_event, US_LOG_WARN, "cannot create the shim's events (%s): copies go native",
+                us_real_error_name(err));
     return err;
 }
 
@@ -158,10 +162,14 @@ cudaError_t us_pipe_stream_create(int device, int current, cudaStream_t *out)
 {
     cudaStream_t s = NULL;
     cudaError_t err = on_device(device, current, make_stream, &s, cudaStreamNonBlocking);
-    if (err == cudaSuccess)
+    if (err == cudaSuccess) {
         *out = s;
-    else if (s != NULL)
+        return err;
+    }
+    if (s != NULL)
         us_real()->cudaStreamDestroy(s);
+    us_log_once(&logged_stream, US_LOG_WARN, "cannot create the shim's streams (%s): copies go native",
+                us_real_error_name(err));
     return err;
 }
 
@@ -185,9 +193,7 @@ bool us_pipe_claim(const struct us_pipe *p, unsigned want, struct us_pipe_slots 
         if (err == cudaSuccess)
             err = us_staging_slot_event(s->slot[i], p->stream_device, p->current_device, &s->event[i]);
     }
-    if (err != cudaSuccess) {
-        us_log_once(&logged_slot_event, US_LOG_WARN, "cannot create the shim's events (%s): copies go native",
-                    us_real_error_name(err));
+    if (err != cudaSuccess) { /* logged by us_pipe_event_create */
         us_pipe_release(s);
         return false;
     }

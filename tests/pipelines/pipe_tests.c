@@ -1,0 +1,711 @@
+/* pipe_tests.c - the pipelines (case A, B, C) under the shim on the simulated
+ * runtime (docs/fakecuda.md): data, ordering, the native stalls gone, graph
+ * capture, asynchronous errors and fault injection.
+ *
+ * Usage: pipe_tests TEST... (or "all": every test that needs no special
+ * environment). Prints "PASS name" or "FAIL name: line: what" per test; the
+ * exit status is the number of failures. PIPE_NATIVE=1: the program runs
+ * without the shim (checks of what only the shim does are skipped), which
+ * shows that the tests themselves are right. tests/pipelines/run.sh runs it. */
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cuda_runtime_api.h>
+
+#include "fakecuda.h"
+
+/* the per-thread-stream entry a program built with --default-stream per-thread calls */
+extern cudaError_t cudaMemcpyAsync_ptsz(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
+                                        cudaStream_t stream);
+
+#define CHUNK (256u << 10) /* run.sh sets UNSTALL_CHUNK_BYTES to this */
+
+static bool native;   /* PIPE_NATIVE=1: no shim */
+static int failures;
+static const char *current_test;
+static char failure[512];
+
+#define CHECK(cond, ...)                                                                   \
+    do {                                                                                    \
+        if (!(cond)) {                                                                      \
+            int n_ = snprintf(failure, sizeof failure, "%d: %s: ", __LINE__, #cond);       \
+            snprintf(failure + n_, sizeof failure - (size_t)n_, __VA_ARGS__);              \
+            return false;                                                                   \
+        }                                                                                   \
+    } while (0)
+#define CUDA(call) CHECK((call) == cudaSuccess, "%s", "CUDA call failed")
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static unsigned char pattern(size_t i, unsigned seed)
+{
+    uint32_t x = (uint32_t)i * 2654435761u + seed * 40503u + 17;
+    return (unsigned char)(x >> 13 ^ x);
+}
+
+static void fill(unsigned char *p, size_t n, unsigned seed)
+{
+    for (size_t i = 0; i < n; i++)
+        p[i] = pattern(i, seed);
+}
+
+/* offset of the first wrong byte, or -1 */
+static long mismatch(const unsigned char *p, size_t n, unsigned seed)
+{
+    for (size_t i = 0; i < n; i++)
+        if (p[i] != pattern(i, seed))
+            return (long)i;
+    return -1;
+}
+
+static bool all_bytes(const unsigned char *p, size_t n, unsigned char v)
+{
+    for (size_t i = 0; i < n; i++)
+        if (p[i] != v)
+            return false;
+    return true;
+}
+
+/* --- kernels (host functions run by the stream workers) ---------------------------- */
+
+static void sleep_kernel(void **args) /* (double us) */
+{
+    fakecuda_sleep_us(*(double *)args[0]);
+}
+
+static void write_kernel(void **args) /* (unsigned char *p, size_t n, unsigned seed, double us) */
+{
+    fakecuda_sleep_us(*(double *)args[3]);
+    fill(*(unsigned char **)args[0], *(size_t *)args[1], *(unsigned *)args[2]);
+}
+
+static void check_kernel(void **args) /* (const unsigned char *p, size_t n, unsigned seed, int *ok) */
+{
+    **(int **)args[3] = mismatch(*(const unsigned char **)args[0], *(size_t *)args[1], *(unsigned *)args[2]) < 0;
+}
+
+static const dim3 one = {1, 1, 1};
+
+static cudaError_t launch_sleep(cudaStream_t s, double us)
+{
+    void *args[] = {&us};
+    return cudaLaunchKernel((const void *)sleep_kernel, one, one, args, 0, s);
+}
+
+static cudaError_t launch_write(cudaStream_t s, unsigned char *p, size_t n, unsigned seed, double us)
+{
+    void *args[] = {&p, &n, &seed, &us};
+    return cudaLaunchKernel((const void *)write_kernel, one, one, args, 0, s);
+}
+
+static cudaError_t launch_check(cudaStream_t s, const unsigned char *p, size_t n, unsigned seed, int *ok)
+{
+    void *args[] = {&p, &n, &seed, &ok};
+    return cudaLaunchKernel((const void *)check_kernel, one, one, args, 0, s);
+}
+
+static void register_kernels(void)
+{
+    size_t sleep_sizes[] = {sizeof(double)};
+    size_t write_sizes[] = {sizeof(void *), sizeof(size_t), sizeof(unsigned), sizeof(double)};
+    size_t check_sizes[] = {sizeof(void *), sizeof(size_t), sizeof(unsigned), sizeof(int *)};
+    fakecuda_register_kernel((const void *)sleep_kernel, 1, sleep_sizes);
+    fakecuda_register_kernel((const void *)write_kernel, 4, write_sizes);
+    fakecuda_register_kernel((const void *)check_kernel, 4, check_sizes);
+}
+
+static void *dev_alloc(int device, size_t bytes)
+{
+    int cur;
+    void *p = NULL;
+    cudaGetDevice(&cur);
+    cudaSetDevice(device);
+    if (cudaMalloc(&p, bytes) != cudaSuccess)
+        p = NULL;
+    cudaSetDevice(cur);
+    return p;
+}
+
+static cudaStream_t stream_on(int device, unsigned flags)
+{
+    int cur;
+    cudaStream_t s = NULL;
+    cudaGetDevice(&cur);
+    cudaSetDevice(device);
+    cudaStreamCreateWithFlags(&s, flags);
+    cudaSetDevice(cur);
+    return s;
+}
+
+/* The shim rewrote what was copied since the last reset: no pageable or
+ * staged copy reached the runtime. */
+static bool rewritten(void)
+{
+    struct fakecuda_stats st;
+    fakecuda_stats(&st);
+    return native || (st.copies_pageable == 0 && st.copies_staged == 0 && st.copies_pinned > 0);
+}
+
+/* --- data ------------------------------------------------------------------------- */
+
+static const size_t sizes[] = {1, 4097, CHUNK - 1, CHUNK, CHUNK + 1, 5 * CHUNK + 123};
+#define NSIZES (sizeof sizes / sizeof sizes[0])
+
+enum dir { H2D, D2H, PEER };
+enum api { ASYNC, ASYNC_PTSZ, SYNC, PEER_ASYNC, PEER_SYNC, ASYNC_D2D_KIND };
+
+/* One copy of `bytes` into the middle of a buffer (offset 7) from the middle of
+ * another (offset 3), then every byte of the destination checked. */
+static bool copy_one(enum dir dir, enum api api, size_t bytes, cudaStream_t s, int dev_a, int dev_b,
+                     unsigned seed)
+{
+    size_t total = bytes + 64;
+    unsigned char *src, *dst, *hsrc = NULL, *hdst = NULL;
+    if (dir == H2D) {
+        src = hsrc = malloc(total);
+        dst = dev_alloc(dev_a, total);
+    } else if (dir == D2H) {
+        src = dev_alloc(dev_a, total);
+        dst = hdst = malloc(total);
+    } else {
+        src = dev_alloc(dev_a, total);
+        dst = dev_alloc(dev_b, total);
+    }
+    CHECK(src != NULL && dst != NULL, "allocation");
+    memset(dst, 0xEE, total); /* device memory is host memory in fakecuda */
+    fill(src + 3, bytes, seed);
+    cudaError_t err = cudaErrorUnknown;
+    switch (api) {
+    case ASYNC: err = cudaMemcpyAsync(dst + 7, src + 3, bytes, cudaMemcpyDefault, s); break;
+    case ASYNC_PTSZ: err = cudaMemcpyAsync_ptsz(dst + 7, src + 3, bytes, cudaMemcpyDefault, s); break;
+    case ASYNC_D2D_KIND: err = cudaMemcpyAsync(dst + 7, src + 3, bytes, cudaMemcpyDeviceToDevice, s); break;
+    case SYNC: err = cudaMemcpy(dst + 7, src + 3, bytes, cudaMemcpyDefault); break;
+    case PEER_ASYNC: err = cudaMemcpyPeerAsync(dst + 7, dev_b, src + 3, dev_a, bytes, s); break;
+    case PEER_SYNC: err = cudaMemcpyPeer(dst + 7, dev_b, src + 3, dev_a, bytes); break;
+    }
+    CHECK(err == cudaSuccess, "copy of %zu bytes (dir %d api %d): %s", bytes, dir, api, cudaGetErrorName(err));
+    if (api != SYNC && api != PEER_SYNC)
+        CUDA(cudaStreamSynchronize(api == ASYNC_PTSZ && s == NULL ? cudaStreamPerThread : s));
+    else if (dir == PEER && api == SYNC)
+        CUDA(cudaDeviceSynchronize()); /* a D2D cudaMemcpy need not wait */
+    long bad = mismatch(dst + 7, bytes, seed);
+    CHECK(bad < 0, "%zu bytes (dir %d api %d): byte %ld differs", bytes, dir, api, bad);
+    CHECK(all_bytes(dst, 7, 0xEE) && all_bytes(dst + 7 + bytes, total - 7 - bytes, 0xEE),
+          "%zu bytes (dir %d api %d): wrote outside the range", bytes, dir, api);
+    free(hsrc);
+    free(hdst);
+    if (dir != H2D)
+        cudaFree(src);
+    if (dir != D2H)
+        cudaFree(dst);
+    return true;
+}
+
+static bool t_data(void)
+{
+    cudaStream_t s = stream_on(0, cudaStreamNonBlocking);
+    cudaStream_t b = stream_on(0, cudaStreamDefault);
+    fakecuda_reset_stats();
+    for (size_t i = 0; i < NSIZES; i++) {
+        size_t n = sizes[i];
+        unsigned seed = (unsigned)i + 1;
+        if (!copy_one(H2D, ASYNC, n, s, 0, 0, seed) || !copy_one(H2D, SYNC, n, s, 0, 0, seed) ||
+            !copy_one(H2D, ASYNC, n, b, 0, 0, seed) || !copy_one(H2D, ASYNC, n, NULL, 0, 0, seed) ||
+            !copy_one(H2D, ASYNC_PTSZ, n, NULL, 0, 0, seed) ||
+            !copy_one(D2H, ASYNC, n, s, 0, 0, seed) || !copy_one(D2H, SYNC, n, s, 1, 0, seed) ||
+            !copy_one(D2H, ASYNC, n, cudaStreamPerThread, 0, 0, seed) ||
+            !copy_one(D2H, ASYNC_PTSZ, n, NULL, 0, 0, seed) ||
+            !copy_one(PEER, PEER_ASYNC, n, s, 0, 1, seed) || !copy_one(PEER, PEER_ASYNC, n, s, 1, 0, seed) ||
+            !copy_one(PEER, PEER_SYNC, n, s, 0, 1, seed) || !copy_one(PEER, ASYNC, n, b, 1, 0, seed) ||
+            !copy_one(PEER, ASYNC_D2D_KIND, n, NULL, 0, 1, seed) || !copy_one(PEER, SYNC, n, s, 0, 1, seed))
+            return false;
+    }
+    CHECK(rewritten(), "%s", "some copies went native");
+    return true;
+}
+
+/* Several threads, each on its own kind of stream, round trips through all three pipelines. */
+struct worker {
+    int id;
+    bool ok;
+    char why[512];
+};
+
+static bool round_trips(int id)
+{
+    int dev = id % 2, other = 1 - dev;
+    cudaSetDevice(dev);
+    cudaStream_t s = id == 0 ? stream_on(dev, cudaStreamNonBlocking)
+                     : id == 1 ? stream_on(dev, cudaStreamDefault)
+                     : id == 2 ? NULL /* legacy */
+                               : cudaStreamPerThread;
+    size_t max = 5 * CHUNK + 123;
+    unsigned char *h = malloc(max), *back = malloc(max);
+    unsigned char *a = dev_alloc(dev, max), *b = dev_alloc(other, max);
+    CHECK(h && back && a && b, "allocation");
+    for (int round = 0; round < 12; round++) {
+        size_t n = sizes[(size_t)(round + id) % NSIZES];
+        unsigned seed = (unsigned)(id * 100 + round);
+        fill(h, n, seed);
+        memset(back, 0, n);
+        CUDA(cudaMemcpyAsync(a, h, n, cudaMemcpyHostToDevice, s));
+        memset(h, 0, n); /* the source was consumed: the caller may reuse it at once */
+        if (round % 3 == 0)
+            CUDA(cudaMemcpyPeerAsync(b, other, a, dev, n, s));
+        else
+            CUDA(cudaMemcpyAsync(b, a, n, cudaMemcpyDefault, s));
+        if (round % 4 == 1) { /* cudaMemcpy: the legacy stream, which a non-blocking s does not order */
+            CUDA(cudaStreamSynchronize(s));
+            CUDA(cudaMemcpy(back, b, n, cudaMemcpyDeviceToHost));
+        } else {
+            CUDA(cudaMemcpyAsync(back, b, n, cudaMemcpyDeviceToHost, s));
+        }
+        long bad = mismatch(back, n, seed); /* in place on return */
+        CHECK(bad < 0, "thread %d round %d: %zu bytes, byte %ld differs", id, round, n, bad);
+    }
+    CUDA(cudaStreamSynchronize(s));
+    return true;
+}
+
+static void *worker_main(void *arg)
+{
+    struct worker *w = arg;
+    w->ok = round_trips(w->id);
+    if (!w->ok)
+        snprintf(w->why, sizeof w->why, "%s", failure);
+    return NULL;
+}
+
+static bool t_threads(void)
+{
+    fakecuda_reset_stats();
+    struct worker w[4];
+    pthread_t t[4];
+    for (int i = 0; i < 4; i++) {
+        w[i] = (struct worker){.id = i};
+        pthread_create(&t[i], NULL, worker_main, &w[i]);
+    }
+    for (int i = 0; i < 4; i++)
+        pthread_join(t[i], NULL);
+    for (int i = 0; i < 4; i++)
+        CHECK(w[i].ok, "%s", w[i].why);
+    CHECK(rewritten(), "%s", "some copies went native");
+    return true;
+}
+
+/* --- ordering ---------------------------------------------------------------------- */
+
+/* Work after the copy sees its data: a kernel on the same stream, a kernel on
+ * another stream ordered by an event, the stream's and the event's syncs. */
+static bool t_order(void)
+{
+    size_t n = 3 * CHUNK + 5;
+    cudaStream_t s = stream_on(0, cudaStreamNonBlocking), other = stream_on(1, cudaStreamNonBlocking);
+    unsigned char *h = malloc(n), *a = dev_alloc(0, n), *b = dev_alloc(1, n), *back = malloc(n);
+    int ok_same = 0, ok_peer = 0;
+    cudaEvent_t ev;
+    CUDA(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+    fill(h, n, 11);
+    /* H2D behind a kernel, a kernel after it on the stream */
+    CUDA(launch_sleep(s, 100000));
+    CUDA(cudaMemcpyAsync(a, h, n, cudaMemcpyHostToDevice, s));
+    CUDA(launch_check(s, a, n, 11, &ok_same));
+    /* a peer copy after it, then another device's stream ordered by an event */
+    CUDA(cudaMemcpyPeerAsync(b, 1, a, 0, n, s));
+    CUDA(cudaEventRecord(ev, s));
+    CUDA(cudaStreamWaitEvent(other, ev, 0));
+    CUDA(launch_check(other, b, n, 11, &ok_peer));
+    if (!native)
+        CHECK(cudaStreamQuery(s) == cudaErrorNotReady, "%s", "the stream is done before its kernel");
+    CUDA(cudaStreamSynchronize(other));
+    CHECK(ok_same && ok_peer, "a kernel after the copy saw other data (same stream %d, other stream %d)",
+          ok_same, ok_peer);
+    CHECK(cudaStreamQuery(s) == cudaSuccess, "%s", "the stream is not done after the event it waited for");
+    CHECK(mismatch(b, n, 11) < 0, "%s", "peer data");
+
+    /* D2H after a kernel that writes the source: the copy reads what the kernel wrote */
+    CUDA(launch_write(s, a, n, 12, 100000));
+    CUDA(cudaMemcpyAsync(back, a, n, cudaMemcpyDeviceToHost, s));
+    CHECK(mismatch(back, n, 12) < 0, "%s", "the D2H did not see the kernel's data on return");
+
+    /* cudaEventSynchronize and cudaDeviceSynchronize observe a peer copy */
+    CUDA(launch_write(s, a, n, 13, 50000));
+    CUDA(cudaMemcpyAsync(b, a, n, cudaMemcpyDefault, s));
+    CUDA(cudaEventRecord(ev, s));
+    CUDA(cudaEventSynchronize(ev));
+    CHECK(mismatch(b, n, 13) < 0, "%s", "cudaEventSynchronize returned before the peer copy landed");
+    CUDA(launch_write(s, a, n, 14, 50000));
+    CUDA(cudaMemcpyAsync(b, a, n, cudaMemcpyDefault, s));
+    CUDA(cudaDeviceSynchronize());
+    CHECK(mismatch(b, n, 14) < 0, "%s", "cudaDeviceSynchronize returned before the peer copy landed");
+    return true;
+}
+
+/* --- the native stalls gone -------------------------------------------------------- */
+
+/* Seed 000: an independent staged copy on stream B is not delayed by stream
+ * A's long kernel and staged copy. */
+static bool t_seed000(void)
+{
+    size_t n = 16u << 20;
+    unsigned char *a0 = dev_alloc(0, n), *a1 = dev_alloc(1, n), *b0 = dev_alloc(0, n), *b1 = dev_alloc(1, n);
+    cudaStream_t sa = stream_on(0, cudaStreamNonBlocking), sb = stream_on(0, cudaStreamNonBlocking);
+    cudaEvent_t done_b;
+    CUDA(cudaEventCreateWithFlags(&done_b, cudaEventDisableTiming));
+    fill(b0, n, 21);
+    double t0 = now_ms();
+    CUDA(launch_sleep(sa, 300000));
+    CUDA(cudaMemcpyAsync(a1, a0, n, cudaMemcpyDeviceToDevice, sa));
+    double call_a = now_ms() - t0;
+    CUDA(cudaMemcpyAsync(b1, b0, n, cudaMemcpyDeviceToDevice, sb));
+    CUDA(cudaEventRecord(done_b, sb));
+    CUDA(cudaEventSynchronize(done_b));
+    double done = now_ms() - t0;
+    CHECK(mismatch(b1, n, 21) < 0, "%s", "stream B's data");
+    if (!native) {
+        CHECK(call_a < 100, "the copy behind the kernel held its caller %.1f ms", call_a);
+        CHECK(done < 150, "the independent copy was done at %.1f ms (the kernel takes 300)", done);
+    }
+    CUDA(cudaStreamSynchronize(sa));
+    return true;
+}
+
+/* Seed 004: a D2H on the legacy stream waits for an event behind a host
+ * function that waits for another thread, which first launches a kernel. */
+static pthread_mutex_t sig_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t sig_cv = PTHREAD_COND_INITIALIZER;
+static bool signalled;
+
+static void CUDART_CB block_fn(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&sig_mu);
+    while (!signalled)
+        pthread_cond_wait(&sig_cv, &sig_mu);
+    pthread_mutex_unlock(&sig_mu);
+}
+
+static void *launcher(void *arg)
+{
+    cudaStream_t irrelevant = arg;
+    usleep(20000);
+    launch_sleep(irrelevant, 0); /* hangs natively: the D2H holds the API lock */
+    pthread_mutex_lock(&sig_mu);
+    signalled = true;
+    pthread_cond_broadcast(&sig_cv);
+    pthread_mutex_unlock(&sig_mu);
+    return NULL;
+}
+
+static bool t_seed004(void)
+{
+    float *h = malloc(sizeof(float)), *d = dev_alloc(0, sizeof(float));
+    cudaStream_t blocker = stream_on(0, cudaStreamNonBlocking), irrelevant = stream_on(0, cudaStreamNonBlocking);
+    cudaEvent_t unblock;
+    CUDA(cudaEventCreateWithFlags(&unblock, cudaEventDisableTiming));
+    *d = 42.0f;
+    CUDA(cudaLaunchHostFunc(blocker, block_fn, NULL));
+    CUDA(cudaEventRecord(unblock, blocker));
+    CUDA(cudaStreamWaitEvent(0, unblock, 0));
+    pthread_t t;
+    pthread_create(&t, NULL, launcher, irrelevant);
+    CUDA(cudaMemcpyAsync(h, d, sizeof(float), cudaMemcpyDeviceToHost, 0)); /* run.sh's watchdog: no hang */
+    pthread_join(t, NULL);
+    CHECK(*h == 42.0f, "%s", "data");
+    return true;
+}
+
+/* Case B: a pageable H2D returns before a long kernel ahead of it ends, with
+ * the source consumed. */
+static bool t_h2d_behind_kernel(void)
+{
+    size_t n = 16u << 20;
+    unsigned char *h = malloc(n), *d = dev_alloc(0, n);
+    cudaStream_t s = stream_on(0, cudaStreamNonBlocking);
+    fill(h, n, 31);
+    CUDA(cudaMemcpyAsync(d, h, CHUNK, cudaMemcpyHostToDevice, s)); /* the pool exists already */
+    CUDA(cudaStreamSynchronize(s));
+    CUDA(launch_sleep(s, 300000));
+    double t0 = now_ms();
+    CUDA(cudaMemcpyAsync(d, h, n, cudaMemcpyHostToDevice, s));
+    double held = now_ms() - t0;
+    memset(h, 0, n); /* consumed */
+    if (!native) {
+        CHECK(held < 150, "the caller was held %.1f ms behind a 300 ms kernel", held);
+        CHECK(cudaStreamQuery(s) == cudaErrorNotReady, "%s", "the kernel was already done");
+    }
+    CUDA(cudaStreamSynchronize(s));
+    CHECK(mismatch(d, n, 31) < 0, "%s", "data");
+    return true;
+}
+
+/* Deferred D2H (run with UNSTALL_D2H_DEFERRED=1): returns at once, lands in
+ * stream order before any synchronization observes the stream. */
+static bool t_deferred(void)
+{
+    size_t n = 3 * CHUNK + 77;
+    unsigned char *h = calloc(1, n), *d = dev_alloc(0, n);
+    cudaStream_t s = stream_on(0, cudaStreamNonBlocking);
+    cudaEvent_t ev;
+    CUDA(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+    CUDA(launch_write(s, d, n, 41, 200000));
+    double t0 = now_ms();
+    CUDA(cudaMemcpyAsync(h, d, n, cudaMemcpyDeviceToHost, s));
+    double held = now_ms() - t0;
+    CUDA(cudaEventRecord(ev, s));
+    CHECK(held < 100, "the deferred copy held its caller %.1f ms", held);
+    CHECK(cudaStreamQuery(s) == cudaErrorNotReady, "%s", "the stream is done before its kernel");
+    CHECK(cudaEventQuery(ev) == cudaErrorNotReady, "%s", "the event is done before the kernel");
+    CUDA(cudaEventSynchronize(ev));
+    CHECK(mismatch(h, n, 41) < 0, "%s", "not in place when the event after the copy completed");
+    /* a second one, observed by cudaStreamSynchronize */
+    CUDA(launch_write(s, d, n, 42, 50000));
+    CUDA(cudaMemcpyAsync(h, d, n, cudaMemcpyDeviceToHost, s));
+    CUDA(cudaStreamSynchronize(s));
+    CHECK(mismatch(h, n, 42) < 0, "%s", "not in place after cudaStreamSynchronize");
+    /* the synchronous API keeps its promise */
+    CUDA(launch_write(s, d, n, 43, 50000));
+    CUDA(cudaStreamSynchronize(s));
+    CUDA(cudaMemcpy(h, d, n, cudaMemcpyDeviceToHost));
+    CHECK(mismatch(h, n, 43) < 0, "%s", "cudaMemcpy returned before the data was in place");
+    return true;
+}
+
+/* --- capture and errors ----------------------------------------------------------------- */
+
+struct capturer {
+    cudaStream_t s;
+    cudaError_t end;
+    pthread_barrier_t *begun, *finish;
+};
+
+static void *capture_main(void *arg)
+{
+    struct capturer *c = arg;
+    cudaStreamBeginCapture(c->s, cudaStreamCaptureModeGlobal);
+    pthread_barrier_wait(c->begun);
+    pthread_barrier_wait(c->finish);
+    cudaGraph_t g;
+    c->end = cudaStreamEndCapture(c->s, &g);
+    return NULL;
+}
+
+static bool t_capture(void)
+{
+    size_t n = 2 * CHUNK + 3;
+    unsigned char *h = malloc(n), *back = malloc(n), *a = dev_alloc(0, n), *b = dev_alloc(1, n);
+    cudaStream_t s = stream_on(0, cudaStreamNonBlocking), s2 = stream_on(0, cudaStreamNonBlocking);
+    cudaStream_t c = stream_on(0, cudaStreamNonBlocking);
+    fill(h, n, 51);
+
+    /* a copy into a capturing stream goes native: captured, not executed */
+    struct fakecuda_stats st0, st1;
+    fakecuda_stats(&st0);
+    CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    CUDA(cudaMemcpyAsync(a, h, n, cudaMemcpyHostToDevice, s));
+    CUDA(cudaMemcpyPeerAsync(b, 1, a, 0, n, s));
+    cudaGraph_t g;
+    cudaError_t end = cudaStreamEndCapture(s, &g);
+    CHECK(end == cudaSuccess, "the capture was broken: %s", cudaGetErrorName(end));
+    fakecuda_stats(&st1);
+    CHECK(st1.captured_ops >= st0.captured_ops + 2, "%s", "the copies were not captured");
+    CHECK(st1.copies_pinned == st0.copies_pinned, "%s", "the shim issued work during a capture");
+
+    /* another thread's global capture survives the shim's calls on this thread */
+    CUDA(cudaMemcpyAsync(a, h, n, cudaMemcpyHostToDevice, s2)); /* warm: the pool exists */
+    CUDA(cudaStreamSynchronize(s2));
+    pthread_barrier_t begun, finish;
+    pthread_barrier_init(&begun, NULL, 2);
+    pthread_barrier_init(&finish, NULL, 2);
+    struct capturer cap = {c, cudaErrorUnknown, &begun, &finish};
+    pthread_t t;
+    pthread_create(&t, NULL, capture_main, &cap);
+    pthread_barrier_wait(&begun);
+    cudaError_t e1 = cudaMemcpyAsync(back, a, n, cudaMemcpyDeviceToHost, s2); /* host waits on events */
+    cudaError_t e2 = cudaMemcpyAsync(a, h, n, cudaMemcpyHostToDevice, s2);   /* queries slot events */
+    cudaError_t e3 = cudaMemcpyPeerAsync(b, 1, a, 0, n, s2);
+    pthread_barrier_wait(&finish);
+    pthread_join(t, NULL);
+    CHECK(e1 == cudaSuccess && e2 == cudaSuccess && e3 == cudaSuccess, "copies during the capture: %s %s %s",
+          cudaGetErrorName(e1), cudaGetErrorName(e2), cudaGetErrorName(e3));
+    CHECK(cap.end == cudaSuccess, "the other thread's capture was invalidated: %s", cudaGetErrorName(cap.end));
+    CHECK(mismatch(back, n, 51) < 0, "%s", "D2H data");
+    CUDA(cudaStreamSynchronize(s2));
+    CHECK(mismatch(b, n, 51) < 0, "%s", "peer data");
+    return true;
+}
+
+/* An asynchronous failure inside a pipeline shows where a native one would. */
+static bool t_async_error(void)
+{
+    size_t n = 3 * CHUNK;
+    unsigned char *h = malloc(n), *a = dev_alloc(0, n), *b = dev_alloc(1, n);
+    cudaStream_t s = stream_on(0, cudaStreamNonBlocking);
+    fill(h, n, 61);
+    /* H2D: the stream's next operation fails */
+    CUDA(fakecuda_fail_stream(s, cudaErrorLaunchFailure));
+    CUDA(cudaMemcpyAsync(a, h, n, cudaMemcpyHostToDevice, s));
+    cudaError_t err = cudaStreamSynchronize(s);
+    CHECK(err == cudaErrorLaunchFailure, "H2D: cudaStreamSynchronize said %s", cudaGetErrorName(err));
+    /* D2H: the wait for a chunk reports it (fakecuda's native copy does not
+     * report a kept error; the real runtime's does) */
+    err = cudaMemcpyAsync(h, a, n, cudaMemcpyDeviceToHost, s);
+    CHECK(native || err == cudaErrorLaunchFailure, "D2H said %s", cudaGetErrorName(err));
+    fakecuda_reset_faults();
+    /* peer, synchronous: a chunk fails on the shim's own stream */
+    CUDA(cudaMemcpy(a, h, n, cudaMemcpyHostToDevice));
+    CUDA(fakecuda_set_fault(FAKECUDA_FAULT_ASYNC, 2, 1, cudaSuccess) == 0 ? cudaSuccess : cudaErrorUnknown);
+    err = cudaMemcpyPeer(b, 1, a, 0, n);
+    if (!native)
+        CHECK(err == cudaErrorLaunchFailure, "cudaMemcpyPeer said %s", cudaGetErrorName(err));
+    fakecuda_reset_faults();
+    /* peer, asynchronous: the next copy through the same lane reports it */
+    if (!native) {
+        CUDA(fakecuda_set_fault(FAKECUDA_FAULT_ASYNC, 2, 1, cudaSuccess) == 0 ? cudaSuccess : cudaErrorUnknown);
+        CUDA(cudaMemcpyPeerAsync(b, 1, a, 0, n, s));
+        CUDA(cudaStreamSynchronize(s));
+        err = cudaMemcpyPeerAsync(b, 1, a, 0, n, s);
+        CHECK(err == cudaErrorLaunchFailure, "the next cudaMemcpyPeerAsync said %s", cudaGetErrorName(err));
+        fakecuda_reset_faults();
+    }
+    /* everything works again once the errors are cleared */
+    memset(b, 0, n);
+    CUDA(cudaMemcpyPeerAsync(b, 1, a, 0, n, s));
+    CUDA(cudaStreamSynchronize(s));
+    CHECK(mismatch(b, n, 61) < 0, "%s", "data after the errors were cleared");
+    return true;
+}
+
+/* Fault injection (run.sh arms FAKECUDA_FAULT_* or the test arms it): every
+ * pipeline goes native, with the right data. */
+static bool copies_native(void)
+{
+    cudaStream_t s = stream_on(0, cudaStreamNonBlocking);
+    fakecuda_reset_stats();
+    for (int round = 0; round < 2; round++) {
+        size_t n = 2 * CHUNK + 9;
+        if (!copy_one(H2D, ASYNC, n, s, 0, 0, 71) || !copy_one(D2H, ASYNC, n, s, 0, 0, 72) ||
+            !copy_one(PEER, PEER_ASYNC, n, s, 0, 1, 73))
+            return false;
+    }
+    return true;
+}
+
+static bool t_fault_no_pinned(void) /* FAKECUDA_FAULT_HOST_ALLOC=1 */
+{
+    if (!copies_native())
+        return false;
+    struct fakecuda_stats st;
+    fakecuda_stats(&st);
+    CHECK(st.copies_pageable == 4 && st.copies_staged == 2, "%s", "the copies did not go native");
+    return true;
+}
+
+static bool t_fault_no_events(void)
+{
+    cudaStream_t warm = stream_on(0, cudaStreamNonBlocking);
+    (void)warm;
+    fakecuda_set_fault(FAKECUDA_FAULT_EVENT_CREATE, 1, 0, cudaSuccess);
+    if (!copies_native())
+        return false;
+    struct fakecuda_stats st;
+    fakecuda_stats(&st);
+    CHECK(st.copies_pageable == 4 && st.copies_staged == 2, "%s", "the copies did not go native");
+    return true;
+}
+
+static bool t_fault_no_streams(void)
+{
+    cudaStream_t s = stream_on(0, cudaStreamNonBlocking);
+    fakecuda_set_fault(FAKECUDA_FAULT_STREAM_CREATE, 1, 0, cudaSuccess);
+    fakecuda_reset_stats();
+    for (int round = 0; round < 2; round++)
+        if (!copy_one(PEER, PEER_ASYNC, 2 * CHUNK + 9, s, 0, 1, 81) || !copy_one(H2D, ASYNC, CHUNK, s, 0, 0, 82))
+            return false;
+    struct fakecuda_stats st;
+    fakecuda_stats(&st);
+    CHECK(st.copies_staged == 2, "%s", "the peer copies did not go native");
+    CHECK(native || st.copies_pageable == 0, "%s", "H2D needs no stream of its own: it should stay rewritten");
+    return true;
+}
+
+/* --- main ---------------------------------------------------------------------------------- */
+
+struct test {
+    const char *name;
+    bool (*fn)(void);
+    bool in_all; /* needs no special environment */
+};
+
+static const struct test tests[] = {
+    {"data", t_data, true},
+    {"threads", t_threads, true},
+    {"order", t_order, true},
+    {"seed000", t_seed000, true},
+    {"seed004", t_seed004, true},
+    {"h2d_behind_kernel", t_h2d_behind_kernel, true},
+    {"capture", t_capture, true},
+    {"async_error", t_async_error, true},
+    {"deferred", t_deferred, false},
+    {"fault_no_pinned", t_fault_no_pinned, false},
+    {"fault_no_events", t_fault_no_events, false},
+    {"fault_no_streams", t_fault_no_streams, false},
+};
+
+static void watchdog(int sig)
+{
+    (void)sig;
+    char line[160];
+    int n = snprintf(line, sizeof line, "FAIL %s: hung (watchdog)\n", current_test ? current_test : "?");
+    if (write(STDOUT_FILENO, line, (size_t)n) < 0)
+        _exit(99);
+    _exit(99);
+}
+
+static void run(const struct test *t)
+{
+    current_test = t->name;
+    alarm(20);
+    bool ok = t->fn();
+    alarm(0);
+    if (ok)
+        printf("PASS %s\n", t->name);
+    else
+        printf("FAIL %s: %s\n", t->name, failure);
+    fflush(stdout);
+    failures += !ok;
+}
+
+int main(int argc, char **argv)
+{
+    native = getenv("PIPE_NATIVE") != NULL && strcmp(getenv("PIPE_NATIVE"), "1") == 0;
+    signal(SIGALRM, watchdog);
+    register_kernels();
+    cudaSetDevice(0);
+    for (int i = 1; i < argc; i++) {
+        bool found = false;
+        for (size_t k = 0; k < sizeof tests / sizeof tests[0]; k++) {
+            if (strcmp(argv[i], tests[k].name) == 0 || (strcmp(argv[i], "all") == 0 && tests[k].in_all)) {
+                run(&tests[k]);
+                found = true;
+            }
+        }
+        if (!found) {
+            printf("FAIL %s: no such test\n", argv[i]);
+            failures++;
+        }
+    }
+    return failures;
+}

@@ -1,0 +1,90 @@
+#!/bin/sh
+# Integration tests of the pipelines (case A, B, C) under the shim on the
+# simulated runtime: builds tests/pipelines/pipe_tests.c against
+# BUILD_DIR/fakecuda, runs it natively (the tests themselves are right), under
+# the shim, in deferred mode and with faults injected, checks what the log
+# says about the faults, and prints "PASS name" / "FAIL name: why" and a last
+# line "pipelines: N passed, M failed". Exits non-zero on any failure.
+#
+# Usage: tests/pipelines/run.sh [BUILD_DIR]   (needs BUILD_DIR/libunstall.so and
+# BUILD_DIR/fakecuda/libcudart.so.13: make shim fakecuda)
+build=$(cd "${1:-build}" && pwd) || exit 1
+here=$(cd "$(dirname "$0")" && pwd)
+cuda=${CUDA_HOME:-/usr/local/cuda}
+shim=$build/libunstall.so
+fake=$build/fakecuda
+work=$build/pipeline-tests
+prog=$work/pipe_tests
+passed=0 failed=0
+
+pass() { echo "PASS $1"; passed=$((passed + 1)); }
+fail() { echo "FAIL $1: $2"; failed=$((failed + 1)); }
+finish() {
+    echo "pipelines: $passed passed, $failed failed"
+    [ "$failed" -eq 0 ]
+    exit
+}
+
+if [ ! -f "$shim" ] || [ ! -f "$fake/libcudart.so.13" ]; then
+    fail build "missing $shim or $fake/libcudart.so.13 (make shim fakecuda)"
+    finish
+fi
+mkdir -p "$work"
+if ! ${CC:-gcc} -std=c11 -D_GNU_SOURCE -O1 -g -Wall -Wextra -Werror -I"$cuda/include" -I"$here/../fakecuda" \
+    -o "$prog" "$here/pipe_tests.c" -L"$fake" -lcudart -pthread; then
+    fail build "pipe_tests.c does not compile"
+    finish
+fi
+
+# The simulated machine (docs/fakecuda.md) and the shim's staging, small
+# enough that a few hundred KiB make many chunks. Thresholds 0: every size
+# goes through the pipelines. run.sh's own environment wins where set.
+export FAKECUDA_DEVICES=2 FAKECUDA_TIME_SCALE=1
+export UNSTALL_CHUNK_BYTES=256k UNSTALL_SLOTS=4 UNSTALL_PINNED_MAX=256m
+export UNSTALL_PEER_MIN_BYTES=0 UNSTALL_H2D_MIN_BYTES=0 UNSTALL_D2H_MIN_BYTES=0
+export UNSTALL_LOG_LEVEL=info UNSTALL_MODE=report
+
+# One run: label, then env assignments and the test names. Its PASS/FAIL
+# lines count, prefixed with the label; a run that dies without saying why
+# counts as one failure.
+run() {
+    label=$1
+    shift
+    out=$work/$label.out err=$work/$label.err
+    env "$@" >"$out" 2>"$err"
+    rc=$?
+    sed -n "s/^PASS /PASS $label./p; s/^FAIL /FAIL $label./p" "$out"
+    p=$(grep -c '^PASS ' "$out") f=$(grep -c '^FAIL ' "$out")
+    passed=$((passed + p)) failed=$((failed + f))
+    if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
+        fail "$label" "exit status $rc; stderr: $(tail -3 "$err" | tr '\n' ' ')"
+    fi
+}
+
+native() {
+    label=$1
+    shift
+    run "$label" LD_LIBRARY_PATH="$fake" PIPE_NATIVE=1 "$prog" "$@"
+}
+shimmed() {
+    label=$1
+    shift
+    run "$label" LD_LIBRARY_PATH="$fake" LD_PRELOAD="$shim" "$@"
+}
+# label, text, lines expected in the run's stderr
+expect_log() {
+    n=$(grep -c "$2" "$work/$1.err")
+    if [ "$n" -eq "$3" ]; then pass "$1.log"
+    else fail "$1.log" "'$2' logged $n times, expected $3"; fi
+}
+
+native native data threads order seed000 h2d_behind_kernel capture async_error
+shimmed shim "$prog" all
+shimmed deferred UNSTALL_D2H_DEFERRED=1 "$prog" deferred data
+shimmed no_pinned FAKECUDA_FAULT_HOST_ALLOC=1 "$prog" fault_no_pinned
+expect_log no_pinned "cudaHostAlloc of .* failed" 1
+shimmed no_events "$prog" fault_no_events
+expect_log no_events "cannot create the shim's events" 1
+shimmed no_streams "$prog" fault_no_streams
+expect_log no_streams "cannot create the shim's streams" 1
+finish
