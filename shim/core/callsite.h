@@ -2,9 +2,12 @@
  *
  * Capture is cheap and runs only when a rule fires: backtrace(3) into the
  * site, the shim's own leading frames dropped (those inside the shim's
- * executable segment), and for a Python program the innermost Python frames,
- * read through the interpreter's C API (resolved with dlsym, never linked)
- * only when the calling thread holds the GIL. Nothing is symbolized at
+ * executable segment), and for a Python program the innermost Python frames:
+ * through the interpreter's C API (resolved with dlsym, never linked) when
+ * the calling thread holds the GIL, or, when it released the GIL (PyTorch
+ * does around tensor operations), by reading its frames without the API for
+ * the CPython versions whose layout is known. The GIL is never taken.
+ * Nothing is symbolized at
  * capture: frames are named (dladdr, demangled when the program has
  * libstdc++) when a warning, a strict-mode message or the report needs them. */
 #ifndef UNSTALL_CALLSITE_H
@@ -72,5 +75,9 @@ char *us_callsite_line(const struct us_site *site, int native_max, char *out, si
  * Python after the first capture). */
 bool us_callsite_python_available(void);
 void us_callsite_python_rescan(void);
+
+/* Whether the frames of a thread that released the GIL can be read: CPython
+ * 3.11 and 3.12 (standard builds), whose layout callsite.c knows. */
+bool us_callsite_python_detached(void);
 
 #endif

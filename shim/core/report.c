@@ -245,7 +245,8 @@ char *us_report_text(const struct us_report *r, unsigned top)
             buf_printf(&b, "%s%4zu  %-18s %-6s %8llu %10s %10s %10s %11s  %s", pre, i + 1, info->id,
                        us_severity_name(info->severity), (unsigned long long)row->count,
                        row->bytes > 0 ? us_report_bytes(row->bytes, amount, sizeof amount) : "-",
-                       us_report_time(row->total_ns, held, sizeof held), us_report_time(row->max_ns, max, sizeof max),
+                       row->count > 0 ? us_report_time(row->total_ns, held, sizeof held) : "-",
+                       row->count > 0 ? us_report_time(row->max_ns, max, sizeof max) : "-",
                        fixed, row->api != NULL ? row->api : "?");
             if (row->forbidden > 0)
                 buf_printf(&b, ", %llu forbidden", (unsigned long long)row->forbidden);

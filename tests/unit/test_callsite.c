@@ -204,14 +204,15 @@ static void test_callsite_symbolize_unknown_address(void **state)
     assert_string_equal(us_callsite_frame_text(&fr, text, sizeof text), "0x20");
 }
 
-/* In a child, so that the demangler is looked up after libstdc++ is loaded. */
+/* In a child, so that libstdc++ is loaded there only: RTLD_LOCAL, as Python
+ * loads extension modules, which keeps it out of dlsym(RTLD_DEFAULT). */
 static void test_callsite_demangles_without_parameters(void **state)
 {
     (void)state;
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
-        void *cxx = dlopen("libstdc++.so.6", RTLD_NOW | RTLD_GLOBAL);
+        void *cxx = dlopen("libstdc++.so.6", RTLD_NOW | RTLD_LOCAL);
         if (cxx == NULL)
             _exit(77);
         void *fn = dlsym(cxx, "_ZNSt6chrono3_V212system_clock3nowEv");
@@ -329,11 +330,42 @@ static int python_child(void)
         return 7;
     if (py_site.depth < 1)
         return 8; /* native frames too */
-    /* the GIL released around the call: native frames only */
-    if (run("ns['main'](released)\n") != 0)
-        return 9;
-    if (py_site.py_depth != 0 || py_site.depth < 1)
-        return 10;
+    /* the GIL released around the call: the same frames, read without the
+     * C API where the interpreter's layout is known, else native frames only;
+     * twice: the first walk reads safely, the next ones directly */
+    for (int round = 0; round < 2; round++) {
+        memset(&py_site, 0, sizeof py_site);
+        if (run("ns['main'](released)\n") != 0)
+            return 9;
+        if (py_site.depth < 1)
+            return 10;
+        if (!us_callsite_python_detached()) {
+            if (py_site.py_depth != 0)
+                return 14;
+            continue;
+        }
+        if (py_site.py_depth < 2 || strcmp(py_site.py_file[0], "/work/project/train.py:2") != 0 ||
+            strcmp(py_site.py_func[0], "step") != 0 || strcmp(py_site.py_file[1], "/work/project/train.py:5") != 0 ||
+            strcmp(py_site.py_func[1], "main") != 0) {
+            fprintf(stderr, "released, round %d: depth %d, %s (%s)\n", round, py_site.py_depth, py_site.py_file[0],
+                    py_site.py_func[0]);
+            return 15;
+        }
+    }
+    /* a non-ASCII file name, with and without the GIL */
+    if (run("src2 = 'def g(f):\\n    f()\\n'\n"
+            "ns2 = {}\n"
+            "exec(compile(src2, '/w/caf\u00e9/\u6a21\u578b.py', 'exec'), ns2)\n"
+            "ns2['g'](held)\n") != 0)
+        return 16;
+    struct us_site held_site = py_site;
+    if (run("ns2['g'](released)\n") != 0)
+        return 17;
+    if (strcmp(held_site.py_file[0], "/w/caf\u00e9/\u6a21\u578b.py:2") != 0)
+        return 18;
+    if (us_callsite_python_detached() && (strcmp(py_site.py_file[0], held_site.py_file[0]) != 0 ||
+                                          us_callsite_hash(&py_site) == 0))
+        return 19;
     /* option python_frames off */
     struct us_config c = *us_config();
     c.python_frames = false;
