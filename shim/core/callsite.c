@@ -601,7 +601,7 @@ static void symbolize_uncached(const void *pc, struct us_frame *out)
 
 /* A bounded cache: dladdr scans a library's symbol table, which for a large
  * C++ library costs far more than the lookup here. */
-#define SYM_CACHE_MAX 8192
+#define SYM_CACHE_MAX 4096
 struct sym_entry {
     const void *pc;
     struct us_frame frame;
