@@ -1,0 +1,52 @@
+#!/bin/sh
+# make gpu-test: on a GPU machine, the GPU builds of the scenario programs
+# (BUILD_DIR/gpu/case_*) natively, under the shim in pass-through mode
+# (UNSTALL_FIX=0) and fixing; then tests/torch/smoke.py natively and under
+# the shim in both modes. Checks data ok=1 everywhere and no extra failures
+# in pass-through (tests/gpu/check.py), then prints the figures side by side
+# (tools/bench/table.py; make bench is the place for the performance table).
+# Needs gcc, nvcc and (for the smoke test) python3 with torch; no cmocka,
+# no uthash beyond .deps/include/uthash.h.
+#
+# Usage: tests/gpu/run.sh [BUILD_DIR]
+# Environment: GPU_TEST_OUT (default BUILD_DIR/gpu-test), PYTHON (python3),
+#              GPU_TEST_MODES (default "native fix0 shim")
+build=$(cd "${1:-build}" && pwd) || exit 1
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+out=${GPU_TEST_OUT:-$build/gpu-test}
+py=${PYTHON:-python3}
+modes=${GPU_TEST_MODES:-native fix0 shim}
+shim=$build/libunstall.so
+
+if ! nvidia-smi -L >/dev/null 2>&1; then
+    echo "gpu-test: no GPU here (nvidia-smi -L failed); on a machine without one, run make check"
+    exit 1
+fi
+echo "gpu-test: $(nvidia-smi -L | wc -l) GPU(s): $(nvidia-smi -L | head -1)"
+echo "gpu-test: scenario programs (modes: $modes)"
+sh "$here/runner.sh" "$build" "$out" "$modes" || exit 1
+
+echo "gpu-test: PyTorch smoke test"
+for mode in $modes; do
+    dir=$out/$mode
+    mkdir -p "$dir"
+    case $mode in
+        native) pre="" ;;
+        fix0) pre="LD_PRELOAD=$shim UNSTALL_FIX=0" ;;
+        disabled) pre="LD_PRELOAD=$shim UNSTALL_DISABLE=1" ;;
+        shim) pre="LD_PRELOAD=$shim" ;;
+    esac
+    env $pre PYTHONUNBUFFERED=1 timeout -k 10 600 "$py" "$root/tests/torch/smoke.py" \
+        >"$dir/torch.out" 2>"$dir/torch.err"
+    echo $? >"$dir/torch.rc"
+    echo "  $mode torch: exit $(cat "$dir/torch.rc")"
+done
+
+echo
+python3 "$here/check.py" "$out"
+rc=$?
+echo
+python3 "$root/tools/bench/table.py" --all "$out/native" "$out/shim" 2>/dev/null || true
+echo "gpu-test: outputs in $out"
+exit $rc

@@ -1,0 +1,49 @@
+#!/bin/sh
+# Runs the GPU builds of the scenario programs (BUILD_DIR/gpu/case_*) in the
+# given modes and leaves OUT/<mode>/<run>.{out,err,rc} for tests/gpu/check.py
+# and tools/bench/table.py. Modes: native, fix0 (the shim with UNSTALL_FIX=0),
+# disabled (UNSTALL_DISABLE=1), shim (the shim fixing, default options).
+# Full sizes (SCN_QUICK unset) unless the caller sets SCN_* knobs.
+#
+# Usage: tests/gpu/runner.sh BUILD_DIR OUT "MODES"
+build=$(cd "${1:-build}" && pwd) || exit 1
+out=$2
+modes=${3:-native fix0 shim}
+shim=$build/libunstall.so
+bin=$build/gpu
+[ -n "$out" ] || { echo "usage: $0 BUILD_DIR OUT MODES" >&2; exit 2; }
+for f in "$shim" "$bin/case_a_staged_peer" "$bin/case_b_pageable_h2d" "$bin/case_c_pageable_d2h" \
+         "$bin/case_d_busy_d2d" "$bin/case_e_legacy" "$bin/case_clean"; do
+    [ -e "$f" ] || { echo "runner: missing $f (make shim $build/gpu/case_...)" >&2; exit 2; }
+done
+rm -rf "$out"
+
+run() { # mode, name, env assignments and command...
+    mode=$1 name=$2
+    shift 2
+    dir=$out/$mode
+    mkdir -p "$dir"
+    case $mode in
+        native) set -- env "$@" ;;
+        fix0) set -- env LD_PRELOAD="$shim" UNSTALL_FIX=0 "$@" ;;
+        disabled) set -- env LD_PRELOAD="$shim" UNSTALL_DISABLE=1 "$@" ;;
+        shim) set -- env LD_PRELOAD="$shim" "$@" ;;
+        *) echo "runner: unknown mode $mode" >&2; return ;;
+    esac
+    start=$(date +%s)
+    timeout -k 10 300 "$@" >"$dir/$name.out" 2>"$dir/$name.err"
+    rc=$?
+    echo $rc >"$dir/$name.rc"
+    echo "  $mode $name: exit $rc, $(($(date +%s) - start)) s"
+}
+
+for mode in $modes; do
+    run "$mode" case_a "$bin/case_a_staged_peer"
+    run "$mode" case_b "$bin/case_b_pageable_h2d"
+    run "$mode" case_c "$bin/case_c_pageable_d2h" throughput launch_latency
+    run "$mode" case_c_seed004 "$bin/case_c_pageable_d2h" seed004
+    run "$mode" case_c_seed004_1m SCN_C_SEED_BYTES=1M "$bin/case_c_pageable_d2h" seed004
+    run "$mode" case_d "$bin/case_d_busy_d2d"
+    run "$mode" case_e "$bin/case_e_legacy"
+    run "$mode" case_clean "$bin/case_clean"
+done

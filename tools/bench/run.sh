@@ -1,0 +1,45 @@
+#!/bin/sh
+# make bench: on a GPU machine, the scenario programs (BUILD_DIR/gpu/case_*,
+# full sizes) natively and under the shim in one run, then the performance
+# table of issue 5 (tools/bench/table.py: native, unstall, target, ratio)
+# with the machine it ran on. Printed, and written to BENCH_OUT (default
+# BUILD_DIR/bench.md). Every figure comes from the programs' RESULT lines.
+#
+# Usage: tools/bench/run.sh [BUILD_DIR]
+# Environment: BENCH_OUT, BENCH_RUNS (default BUILD_DIR/bench-runs), SCN_* knobs
+build=$(cd "${1:-build}" && pwd) || exit 1
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+out=${BENCH_RUNS:-$build/bench-runs}
+report=${BENCH_OUT:-$build/bench.md}
+
+if ! nvidia-smi -L >/dev/null 2>&1; then
+    echo "bench: no GPU here (nvidia-smi -L failed); the performance table needs one"
+    echo "bench: on the simulated runtime, tools/bench/passthrough.sh measures the pass-through cost"
+    exit 1
+fi
+echo "bench: scenario programs natively and under the shim"
+sh "$root/tests/gpu/runner.sh" "$build" "$out" "native shim" || exit 1
+
+cuda=${CUDA_HOME:-/usr/local/cuda}
+{
+    echo "# unstall bench"
+    echo
+    echo "- date: $(date -u '+%Y-%m-%d %H:%M UTC')"
+    echo "- commit: $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$root" diff --quiet HEAD 2>/dev/null || echo ' (with local changes)')"
+    nvidia-smi -L | sed 's/^/- /'
+    echo "- driver: $(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1)"
+    echo "- CUDA toolkit: $("$cuda/bin/nvcc" --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\).*/\1/p')"
+    echo "- CPU: $(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -1) x $(nproc)"
+    if [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then
+        echo "- GPU 0 - GPU 1 link: $(nvidia-smi topo -m 2>/dev/null | awk '$1 == "GPU0" {print $3}')"
+    fi
+    echo "- sizes and kernels: the programs' defaults (docs/scenarios.md)$(env | grep '^SCN_' | tr '\n' ' ' | sed 's/^./; overridden: &/')"
+    echo
+    python3 "$here/table.py" "$out/native" "$out/shim"
+    echo
+    echo "Ratio: unstall / native (for times, below 1 is faster). Runs: $out"
+} >"$report.tmp" && mv "$report.tmp" "$report"
+cat "$report"
+echo
+echo "bench: written to $report"

@@ -1,0 +1,177 @@
+#!/usr/bin/env python3
+"""table.py - the performance table of issue 5 from the scenario programs'
+RESULT lines: native and unstall side by side, the target, the ratio and
+whether the target is met. Every figure comes from the RESULT lines; the
+targets are the issue's.
+
+Usage: tools/bench/table.py [--all] NATIVE_DIR SHIM_DIR
+  NATIVE_DIR, SHIM_DIR: <run>.out files (tests/gpu/runner.sh's OUT/native
+  and OUT/shim). --all: also every RESULT key of every test side by side.
+"""
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "scenarios"))
+from results import load_runs, num  # noqa: E402
+
+
+def mib(row):
+    b = num(row, "bytes") or num(row, "copy_bytes")
+    if b is None:
+        return "?"
+    return f"{b / (1 << 20):g} MiB" if b >= 1 << 20 else f"{b:g} B"
+
+
+def kms(row, key="kernel_ms"):
+    v = num(row, key)
+    return f"{v:g} ms" if v is not None else "? ms"
+
+
+class Row:
+    """One line of the table.
+    get(runs) -> (value or None, label context row); value is a number, or a
+    string for yes/no outcomes. better: 'higher', 'lower' or 'text'."""
+
+    def __init__(self, label, get, unit, better, target=None, target_text="-", scale=1.0):
+        self.label, self.get, self.unit, self.better = label, get, unit, better
+        self.target, self.target_text, self.scale = target, target_text, scale
+
+
+def field(run, case, test, key, agg=None, tests=None):
+    """A getter: runs[run] row (case, test) key; with tests=[...] and agg, the
+    aggregate (max/min) of the key over several tests."""
+    def get(runs):
+        r = runs.get(run)
+        if r is None:
+            return None, None
+        if tests:
+            rows = [r.row(case, t) for t in tests]
+            vals = [num(x, key) for x in rows if x is not None and num(x, key) is not None]
+            return (agg(vals) if vals else None), next((x for x in rows if x is not None), None)
+        x = r.row(case, test)
+        return num(x, key), x
+    return get
+
+
+def outcome(run):
+    def get(runs):
+        r = runs.get(run)
+        x = r.row("C", "seed004") if r else None
+        if x is None:
+            return None, None
+        if x.get("completed") == "1":
+            return "completes", x
+        if x.get("deadlock") == "1":
+            return "deadlock", x
+        return "?", x
+    return get
+
+
+def rows():
+    A = ["peer_async", "memcpy_default"]
+    return [
+        Row(lambda x: f"A: {mib(x)} staged peer copy, cudaMemcpyPeerAsync", field("case_a", "A", "peer_async", "gbps"),
+            "GB/s", "higher", lambda v: v >= 50, ">= 50"),
+        Row(lambda x: f"A: {mib(x)} staged peer copy, cudaMemcpyAsync(Default)",
+            field("case_a", "A", "memcpy_default", "gbps"), "GB/s", "higher", lambda v: v >= 50, ">= 50"),
+        Row(lambda x: f"A: independent {mib(x)} copy on stream B while stream A has a {kms(x)} kernel then a staged "
+            "copy: done at", field("case_a", "A", "stall", "b_done_ms"), "ms", "lower", lambda v: v <= 3, "<= 3"),
+        Row(lambda x: f"A: host time in the call, {mib(x)}, stream idle (worst of both APIs)",
+            field("case_a", "A", None, "call_idle_ms", max, A), "ms", "lower", lambda v: v < 0.2, "< 0.2"),
+        Row(lambda x: f"A: host time in the call, {mib(x)}, stream busy (worst of both APIs)",
+            field("case_a", "A", None, "call_busy_ms", max, A), "ms", "lower", lambda v: v < 0.2, "< 0.2"),
+        Row(lambda x: f"B: {mib(x)} pageable H2D behind a {kms(x)} kernel, caller held",
+            field("case_b", "B", "held_small", "held_ms"), "ms", "lower", lambda v: v < 5, "< 5"),
+        Row(lambda x: f"B: {mib(x)} pageable H2D behind a {kms(x)} kernel, caller held",
+            field("case_b", "B", "held_large", "held_ms"), "ms", "lower", lambda v: v < 40, "< 40"),
+        Row(lambda x: f"B: {mib(x)} pageable H2D throughput", field("case_b", "B", "throughput", "gbps"), "GB/s",
+            "higher", lambda v: v >= 15, ">= 15"),
+        Row(lambda x: f"C: {mib(x)} pageable D2H throughput", field("case_c", "C", "throughput", "gbps"), "GB/s",
+            "higher", lambda v: v >= 25, ">= 25"),
+        Row(lambda x: f"C: {mib(x)} pageable D2H throughput into fresh memory",
+            field("case_c", "C", "throughput", "fresh_gbps"), "GB/s", "higher"),
+        Row(lambda x: f"C: launch latency of another thread during a {mib(x)} pageable D2H loop (max)",
+            field("case_c", "C", "launch_latency", "max_ms"), "us", "lower", lambda v: v <= 0.3, "<= 300",
+            scale=1000.0),
+        Row(lambda x: f"C: launch latency of another thread during a {mib(x)} pageable D2H loop (p99)",
+            field("case_c", "C", "launch_latency", "p99_ms"), "us", "lower", scale=1000.0),
+        Row(lambda x: f"C: seed 004 program ({mib(x)} D2H on stream 0)", outcome("case_c_seed004"), "", "text",
+            lambda v: v == "completes", "completes"),
+        Row(lambda x: f"C: seed 004 program with a {mib(x)} D2H", outcome("case_c_seed004_1m"), "", "text",
+            lambda v: v == "completes", "completes"),
+        Row(lambda x: f"D: burst of {x.get('copies', '?') if x else '?'} x {mib(x)} D2D while a {kms(x)} kernel runs",
+            field("case_d", "D", "busy_d2d", "burst_ms"), "ms", "lower"),
+        Row(lambda x: f"D: the same burst, no kernel running", field("case_d", "D", "busy_d2d", "base_ms"), "ms",
+            "lower"),
+        Row(lambda x: f"E: legacy-stream kernel behind a {kms(x)} kernel on a blocking stream: done at",
+            field("case_e", "E", "legacy", "legacy_done_ms"), "ms", "lower"),
+    ]
+
+
+def fmt(v, unit, scale):
+    if v is None:
+        return "-"
+    if isinstance(v, str):
+        return v
+    v *= scale
+    if unit == "GB/s":
+        return f"{v:.1f} {unit}"
+    if unit == "us":
+        return f"{v:.0f} {unit}"
+    return f"{v:.3f} {unit}" if v < 10 else f"{v:.1f} {unit}"
+
+
+def table(native, shim):
+    lines = ["| case | native | unstall | target | ratio (unstall/native) | target met |",
+             "|---|---|---|---|---|---|"]
+    for row in rows():
+        nv, nrow = row.get(native)
+        sv, srow = row.get(shim)
+        label = row.label(nrow or srow)
+        if row.better == "text" or nv is None or sv is None or isinstance(nv, str):
+            ratio = "-"
+        else:
+            ratio = f"{sv / nv:.2f}" if nv else "-"
+        if row.target is None or sv is None:
+            met = "-"
+        else:
+            met = "yes" if row.target(sv if isinstance(sv, str) else sv * 1.0) else "NO"
+        target = row.target_text + (f" {row.unit}" if row.target_text != "-" and row.unit else "")
+        lines.append(f"| {label} | {fmt(nv, row.unit, row.scale)} | {fmt(sv, row.unit, row.scale)} | {target} "
+                     f"| {ratio} | {met} |")
+    return "\n".join(lines)
+
+
+def everything(native, shim):
+    out = []
+    for name in sorted(set(native) | set(shim)):
+        n, s = native.get(name), shim.get(name)
+        keys = sorted(set(n.tests if n else {}) | set(s.tests if s else {}))
+        out.append(f"\n{name} (exit native {n.rc if n else '-'}, unstall {s.rc if s else '-'})")
+        for key in keys:
+            nr = n.tests.get(key, {}) if n else {}
+            sr = s.tests.get(key, {}) if s else {}
+            out.append(f"  case {key[0]} test {key[1]}")
+            for k in [k for k in list(nr) + [k for k in sr if k not in nr] if k not in ("case", "test")]:
+                out.append(f"    {k:<18} native {nr.get(k, '-'):>14}   unstall {sr.get(k, '-'):>14}")
+    return "\n".join(out)
+
+
+def main(argv):
+    show_all = "--all" in argv
+    args = [a for a in argv if a != "--all"]
+    if len(args) != 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    native, shim = load_runs(args[0]), load_runs(args[1])
+    if not native and not shim:
+        print(f"table: no runs in {args[0]} or {args[1]}", file=sys.stderr)
+        return 1
+    print(table(native, shim))
+    if show_all:
+        print(everything(native, shim))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
