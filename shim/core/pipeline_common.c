@@ -7,6 +7,9 @@
 #include "log.h"
 #include "state.h"
 
+#include <sched.h>
+#include <time.h>
+
 /* The runtime functions some pipeline calls. A runtime that lacks one gets
  * no rewrite at all: simpler to reason about than per-pipeline subsets. */
 #define US_PIPE_NEEDS(X)                                                                    \
@@ -204,4 +207,25 @@ void us_pipe_release(struct us_pipe_slots *s)
 {
     us_staging_release(s->slot, s->n, s->pending);
     s->n = 0;
+}
+
+/* Spin (yielding the core) while completion is likely near, then sleep with
+ * a backoff: a chunk of a few MiB completes within a few hundred
+ * microseconds, and 100 us is the most a wait oversleeps. */
+cudaError_t us_pipe_wait(const struct us_real_api *real, cudaEvent_t event)
+{
+    const uint64_t spin_ns = 50000, max_sleep_ns = 100000;
+    uint64_t start = us_now_ns(), sleep_ns = 5000;
+    for (;;) {
+        cudaError_t err = real->cudaEventQuery(event);
+        if (err != cudaErrorNotReady)
+            return err;
+        if (us_now_ns() - start < spin_ns) {
+            sched_yield();
+            continue;
+        }
+        struct timespec ts = { 0, (long)sleep_ns };
+        nanosleep(&ts, NULL);
+        sleep_ns = sleep_ns * 2 < max_sleep_ns ? sleep_ns * 2 : max_sleep_ns;
+    }
 }

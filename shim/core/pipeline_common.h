@@ -81,6 +81,14 @@ size_t us_pipe_peer_chunk(size_t bytes, size_t slot_bytes, size_t ring_bytes, un
 cudaError_t us_pipe_event_create(int device, int current, cudaEvent_t *out);
 cudaError_t us_pipe_stream_create(int device, int current, cudaStream_t *out);
 
+/* Waits until the shim's own event completed; returns cudaSuccess or the
+ * error the event reports. Never cudaEventSynchronize: on the real driver it
+ * holds a lock that other threads' launches wait for (seed 004 hung there
+ * under the shim, the other thread in cuLaunchKernel: cuda-gdb, H200, CUDA
+ * 13.0), which is the very stall case C removes. cudaEventQuery takes that
+ * lock only for the query. */
+cudaError_t us_pipe_wait(const struct us_real_api *real, cudaEvent_t event);
+
 /* The error a CUDA call failed with, or `err` when it is cudaSuccess: for
  * chaining "first error wins". */
 static inline cudaError_t us_pipe_first(cudaError_t first, cudaError_t err)

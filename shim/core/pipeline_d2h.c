@@ -5,9 +5,9 @@
  *
  * Default: chunks go device-to-pinned with cudaMemcpyAsync on the user stream
  * (stream order by construction), each followed by its slot's event; the host
- * waits for each chunk's event with cudaEventSynchronize, which holds no lock
- * other threads need and wakes up at once (a polling loop would add its
- * sleep to every chunk), and copies it out with us_hostcopy while the next
+ * waits for each chunk's event with us_pipe_wait (polling cudaEventQuery:
+ * cudaEventSynchronize holds a lock that other threads' launches need, which
+ * is the very stall this pipeline removes), and copies it out with us_hostcopy while the next
  * `slots` chunks are in flight. The call returns with the data in place, as
  * native does. 3 calls per chunk.
  *
@@ -59,7 +59,7 @@ static cudaError_t copy_now(const struct us_pipe *p, struct us_pipe_slots *s, si
     }
     for (size_t i = 0; i < n && err == cudaSuccess; i++) {
         unsigned k = (unsigned)(i % s->n);
-        err = p->real->cudaEventSynchronize(s->event[k]);
+        err = us_pipe_wait(p->real, s->event[k]);
         if (err != cudaSuccess)
             break;
         s->pending[k] = -1;

@@ -43,7 +43,7 @@ bool us_pipeline_h2d(const struct us_copy *c, cudaError_t *result)
         unsigned k = (unsigned)(i % s.n);
         size_t off = i * chunk, len = us_pipe_chunk_len(c->bytes, chunk, i);
         if (s.pending[k] >= 0) { /* our own chunk i - s.n is still on its way */
-            err = real->cudaEventSynchronize(s.event[k]);
+            err = us_pipe_wait(real, s.event[k]);
             if (err != cudaSuccess)
                 break;
             s.pending[k] = -1;
@@ -65,7 +65,7 @@ bool us_pipeline_h2d(const struct us_copy *c, cudaError_t *result)
         return false;
     }
     if (err == cudaSuccess && us_copy_is_sync(c)) /* before release: nobody re-records it */
-        err = real->cudaEventSynchronize(s.event[(n - 1) % s.n]);
+        err = us_pipe_wait(real, s.event[(n - 1) % s.n]);
     us_pipe_release(&s);
     *result = err;
     us_pipe_end(&p, "pageable_h2d", c->dst_mem.device);

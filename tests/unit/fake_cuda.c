@@ -272,7 +272,7 @@ static cudaError_t f_cudaEventQuery(cudaEvent_t e)
         err = cudaErrorInvalidResourceHandle;
     if (err == cudaSuccess && fake_cuda.events_busy)
         err = cudaErrorNotReady;
-    return err;
+    return err != cudaSuccess ? err : fake_cuda.stream_error; /* sticky errors show in queries too */
 }
 
 static cudaError_t f_cudaEventSynchronize(cudaEvent_t e)
