@@ -1,9 +1,9 @@
 /* ptrtable.c - see ptrtable.h.
  *
- * Layout. Two levels, each a hash of granules split over 64 shards by granule
- * number (granule & 63), each shard a uthash table under its own
- * reader-writer lock. A granule's node holds copies of the ranges that
- * overlap it, sorted by base:
+ * Layout. Two levels, each split over 64 shards by granule number
+ * (granule & 63). A shard maps granule -> node with a small open-addressing
+ * hash (linear probing, load <= 1/2); a node holds copies of the ranges that
+ * overlap its granule, sorted by base:
  *   - fine level, 2 MiB granules (addr >> 21): every range of at most
  *     4 GiB (2048 granules), i.e. nearly all of them;
  *   - coarse level, 1 GiB granules (addr >> 30): larger ranges (whole-GPU
@@ -12,12 +12,17 @@
  *     stored: no machine pins that much memory, such a size is bogus, and an
  *     address the table does not know is classified by the runtime (slower,
  *     still correct).
- * A lookup takes one shard read lock on the fine level and, only when that
- * misses and addr lies within the bounds of the coarse ranges, one more on
- * the coarse level. No allocation, no global lock. Measured (PTRTABLE_BENCH=1
- * in tests/unit/test_ptrtable.c), 10k ranges, random addresses, one thread:
- * about 35 ns a hit and 20-30 ns a miss on a Zen 5 core; about half of it is
- * the read lock's two atomic operations.
+ * A lookup reads one shard of the fine level and, only when that misses and
+ * addr lies within the bounds of the coarse ranges, one of the coarse level:
+ * one probe line, one node line, no allocation, no global lock.
+ *
+ * Why not uthash for the granule index: uthash doubles its buckets only
+ * when a chain reaches 10 entries, so it runs at 3-5 entries per bucket and
+ * a lookup walks a chain, a cache miss per node (10k ranges, random
+ * addresses: 62 ns a hit, against 35 with short chains). Lowering its
+ * expansion threshold does not work: at 2 a table of 10k keys grew to 64M
+ * buckets. uthash keeps the writer-only index by base, where chains cost
+ * nothing that matters.
  *
  * Ranges never overlap: an insert evicts every stored range it overlaps (the
  * header's "same base is replaced" is the common case). A new allocation over
@@ -26,84 +31,104 @@
  * simply the one with the greatest base <= addr: a binary search, however
  * many small allocations share the granule.
  *
- * Writers (insert, remove, clear) are serialised by one mutex and keep a
- * writer-only index by base (remove finds the size there). Under it they
- * take one shard write lock at a time, so readers of other shards never
- * wait and readers of the same shard wait only for one granule's update.
- * While a multi-granule range is being added or removed a lookup may see it
- * in some granules and not others; a lookup racing with the allocation or
- * release of the very range it looks at has no right answer anyway. Ranges
- * that do not change are found at every instant.
+ * Readers write only their own cache line. A pthread_rwlock per shard was
+ * measured first: its reader count is one cache line that every reader of
+ * the shard writes twice, and on a 32-core Xeon 16 threads looking up the
+ * same 8 ranges paid 580 ns a lookup (190 ns in 16 disjoint sets of 8),
+ * more than the runtime query the table saves. So each thread claims a
+ * reader slot (its own cache line) on its first lookup and, for the length
+ * of a lookup, publishes there which shard it reads (one seq_cst store),
+ * then checks the one word that names the shard being written. A writer
+ * names its shard in that word, then waits until no slot shows that shard
+ * (Dekker: either the writer sees the reader or the reader sees the
+ * writer). A reader that meets a writer withdraws and waits on the shard's
+ * rwlock, which the writer holds for its whole update. Threads beyond
+ * PT_SLOTS at a time, and threads past their slot's release at exit, read
+ * under that rwlock instead (correct, not contention-free). Lookup cost:
+ * PTRTABLE_BENCH=1 in tests/unit/test_ptrtable.c.
  *
- * Shard locks prefer writers (glibc's PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP)
- * so a stream of lookups cannot starve an insert. Lookups never nest locks.
+ * Writers (insert, remove, clear) are serialised by one mutex and keep the
+ * index by base (remove finds the size there). Under it they update one
+ * shard at a time (all the granules of a range in that shard), so readers
+ * of other shards never wait. While a multi-granule range is being added or
+ * removed a lookup may see it in some granules and not others; a lookup
+ * racing with the allocation or release of the very range it looks at has
+ * no right answer anyway. Ranges that do not change are found at every
+ * instant.
  *
  * Fork. The table records (in a constructor) the pid that owns its locks.
- * us_ptrtable_clear in a forked child (getpid() differs) may find a lock
- * held by a thread that does not exist there: it takes no lock,
- * re-initialises them all, and frees the old nodes only if no writer was in
- * the middle of a change at fork time (the writer mutex is free); otherwise
- * it abandons them (a bounded leak in a child that is about to exec). In the
- * owning process clear takes the locks like any writer. */
+ * us_ptrtable_clear in a forked child (getpid() differs) may find a lock or
+ * a reader slot held by a thread that does not exist there: it takes no
+ * lock, re-initialises the locks, frees every slot but the calling
+ * thread's, and frees the old nodes only if no writer was in the middle of
+ * a change at fork time (the writer mutex is free); otherwise it abandons
+ * them (a bounded leak in a child that is about to exec). In the owning
+ * process clear takes the locks like any writer. A child must clear the
+ * table before using it (state.c does, from pthread_atfork). */
 #include "ptrtable.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
-/* Keys are 64-bit granule numbers and bases: a multiplicative hash beats
- * uthash's byte-wise Jenkins hash on the lookup path. */
-static inline unsigned ptrtable_hash(const void *key)
-{
-    uint64_t v;
-    memcpy(&v, key, sizeof v);
-    v *= 0x9e3779b97f4a7c15ull;
-    return (unsigned)(v >> 32);
-}
-#define HASH_FUNCTION(keyptr, keylen, hashv) ((hashv) = ptrtable_hash(keyptr))
 #define HASH_NONFATAL_OOM 1 /* an add that cannot allocate fails: hh.tbl == NULL */
 #include <uthash.h>
-/* uthash doubles its buckets only when one chain reaches 10 entries, so a
- * table runs at 3-5 entries per bucket and a lookup walks a chain, one cache
- * miss per node. Expanding at 2 keeps chains at about one node: 10k ranges,
- * random lookups, 62 -> 36 ns per hit, for about 26 bytes of buckets per
- * granule. The macro is read where the uthash macros expand, below. */
-#undef HASH_BKT_CAPACITY_THRESH
-#define HASH_BKT_CAPACITY_THRESH 2U
 
 #define PT_SHARDS 64u /* power of two */
 #define PT_FINE_SHIFT 21u
 #define PT_COARSE_SHIFT 30u
-#define PT_FINE_MAX_GRANULES 2048u       /* 4 GiB */
-#define PT_COARSE_MAX_GRANULES 65536u    /* 64 TiB */
+#define PT_FINE_MAX_GRANULES 2048u    /* 4 GiB */
+#define PT_COARSE_MAX_GRANULES 65536u /* 64 TiB */
+#define PT_SLOTS 128u                 /* threads reading without the rwlock at a time */
+#define PT_INDEX_MIN_BITS 4u          /* 16 probe slots */
 
 enum pt_level { PT_FINE, PT_COARSE, PT_LEVELS, PT_NONE = PT_LEVELS };
 
 /* One granule: the ranges overlapping it, sorted by base. The first range
- * lives in the node itself (most granules hold one). A node is allocated as
- * two aligned cache lines: the hash handle and key, then the ranges. */
+ * lives in the node itself (most granules hold one); a node is one cache
+ * line. */
 struct pt_granule {
-    UT_hash_handle hh;
-    uint64_t key;
     uint32_t count;
     uint32_t cap;
     struct us_range *ranges; /* == &one while cap == 1 */
     struct us_range one;
 };
-#define PT_GRANULE_ALLOC 128u
-_Static_assert(sizeof(struct pt_granule) <= PT_GRANULE_ALLOC, "a granule node fits two cache lines");
+#define PT_GRANULE_ALLOC 64u
+_Static_assert(sizeof(struct pt_granule) <= PT_GRANULE_ALLOC, "a granule node is one cache line");
+
+/* A probe slot of a shard's index: empty when node is NULL. */
+struct pt_probe {
+    uint64_t key;
+    struct pt_granule *node;
+};
 
 struct pt_shard {
     _Alignas(64) pthread_rwlock_t lock;
-    struct pt_granule *granules;
+    struct pt_probe *index; /* 1 << bits slots, or NULL while empty */
+    uint32_t bits;
+    uint32_t used;
 };
 
 struct pt_level_table {
+    unsigned index; /* enum pt_level */
     unsigned shift;
     struct pt_shard shards[PT_SHARDS];
 };
+
+/* Which shard a reader (or the writer) is in: level * PT_SHARDS + shard. */
+#define PT_NO_SHARD 0xffffffffu
+
+/* A thread's reader slot. */
+struct pt_slot {
+    _Alignas(64) _Atomic unsigned reading; /* the shard being read, or PT_NO_SHARD */
+    _Atomic unsigned owned;
+};
+
+enum { PT_SLOT_UNCLAIMED = -1, PT_SLOT_NONE = -2 };
 
 /* Writer-only index of every stored range by base. */
 struct pt_entry {
@@ -111,12 +136,20 @@ struct pt_entry {
     UT_hash_handle hh;
 };
 
-#define PT_SHARD_INIT { .lock = PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP, .granules = NULL }
+#define PT_SHARD_INIT { .lock = PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP }
 
 static struct pt_level_table pt_levels[PT_LEVELS] = {
-    [PT_FINE] = { .shift = PT_FINE_SHIFT, .shards = { [0 ... PT_SHARDS - 1] = PT_SHARD_INIT } },
-    [PT_COARSE] = { .shift = PT_COARSE_SHIFT, .shards = { [0 ... PT_SHARDS - 1] = PT_SHARD_INIT } },
+    [PT_FINE] = { .index = PT_FINE, .shift = PT_FINE_SHIFT, .shards = { [0 ... PT_SHARDS - 1] = PT_SHARD_INIT } },
+    [PT_COARSE] = { .index = PT_COARSE, .shift = PT_COARSE_SHIFT, .shards = { [0 ... PT_SHARDS - 1] = PT_SHARD_INIT } },
 };
+static struct pt_slot pt_slots[PT_SLOTS] = { [0 ... PT_SLOTS - 1] = { .reading = PT_NO_SHARD, .owned = 0 } };
+static _Atomic unsigned pt_writing = PT_NO_SHARD; /* the shard the writer is changing */
+/* initial-exec: one fs-relative load on the lookup path, no __tls_get_addr */
+static _Thread_local int pt_my_slot __attribute__((tls_model("initial-exec"))) = PT_SLOT_UNCLAIMED;
+static pthread_once_t pt_key_once = PTHREAD_ONCE_INIT;
+static pthread_key_t pt_key; /* releases a thread's slot at its exit */
+static bool pt_key_ok;
+
 static pthread_mutex_t pt_writer = PTHREAD_MUTEX_INITIALIZER;
 static struct pt_entry *pt_by_base; /* under pt_writer */
 /* The coarse level: how many ranges (under pt_writer), and bounds that
@@ -179,27 +212,20 @@ static void granule_free(struct pt_granule *g)
     free(g);
 }
 
-/* Caller holds the shard's write lock. */
-static bool granule_insert(struct pt_shard *shard, uint64_t key, const struct us_range *range)
+static struct pt_granule *granule_new(const struct us_range *range)
 {
-    struct pt_granule *g;
-    HASH_FIND(hh, shard->granules, &key, sizeof key, g);
-    if (g == NULL) {
-        g = aligned_alloc(64, PT_GRANULE_ALLOC);
-        if (g == NULL)
-            return false;
-        g->key = key;
-        g->count = 1;
-        g->cap = 1;
-        g->one = *range;
-        g->ranges = &g->one;
-        HASH_ADD(hh, shard->granules, key, sizeof g->key, g);
-        if (g->hh.tbl == NULL) {
-            free(g);
-            return false;
-        }
-        return true;
-    }
+    struct pt_granule *g = aligned_alloc(64, PT_GRANULE_ALLOC);
+    if (g == NULL)
+        return NULL;
+    g->count = 1;
+    g->cap = 1;
+    g->one = *range;
+    g->ranges = &g->one;
+    return g;
+}
+
+static bool granule_add(struct pt_granule *g, const struct us_range *range)
+{
     if (g->count == g->cap) {
         uint32_t cap = g->cap * 2;
         struct us_range *grown;
@@ -222,40 +248,250 @@ static bool granule_insert(struct pt_shard *shard, uint64_t key, const struct us
     return true;
 }
 
-/* Caller holds the shard's write lock. */
-static void granule_erase(struct pt_shard *shard, uint64_t key, uintptr_t base)
+/* Remove the range that starts at base; false if absent. */
+static bool granule_del(struct pt_granule *g, uintptr_t base)
 {
-    struct pt_granule *g;
-    HASH_FIND(hh, shard->granules, &key, sizeof key, g);
-    if (g == NULL)
-        return;
     uint32_t at = granule_upper(g, base);
     if (at == 0 || g->ranges[at - 1].base != base)
-        return;
+        return false;
     at--;
     g->count--;
     memmove(&g->ranges[at], &g->ranges[at + 1], (g->count - at) * sizeof g->ranges[0]);
-    if (g->count == 0) {
-        HASH_DEL(shard->granules, g);
-        granule_free(g);
+    return true;
+}
+
+/* --- a shard's granule index (writers exclude readers around changes) ------------ */
+
+static inline uint32_t index_home(uint64_t key, uint32_t bits)
+{
+    return (uint32_t)((key * 0x9e3779b97f4a7c15ull) >> (64 - bits));
+}
+
+static inline struct pt_granule *index_find(const struct pt_shard *shard, uint64_t key)
+{
+    if (shard->index == NULL)
+        return NULL;
+    uint32_t mask = (1u << shard->bits) - 1;
+    for (uint32_t i = index_home(key, shard->bits);; i = (i + 1) & mask) {
+        const struct pt_probe *p = &shard->index[i];
+        if (p->node == NULL)
+            return NULL;
+        if (p->key == key)
+            return p->node;
     }
 }
 
-/* --- one level ------------------------------------------------------------------ */
+static void index_place(struct pt_probe *slots, uint32_t bits, uint64_t key, struct pt_granule *node)
+{
+    uint32_t mask = (1u << bits) - 1;
+    uint32_t i = index_home(key, bits);
+    while (slots[i].node != NULL)
+        i = (i + 1) & mask;
+    slots[i] = (struct pt_probe){ .key = key, .node = node };
+}
+
+/* Rebuild the index with 1 << bits slots; false (index unchanged) if out of memory. */
+static bool index_resize(struct pt_shard *shard, uint32_t bits)
+{
+    struct pt_probe *slots = calloc((size_t)1 << bits, sizeof *slots);
+    if (slots == NULL)
+        return false;
+    if (shard->index != NULL) {
+        for (uint32_t i = 0; i < (1u << shard->bits); i++)
+            if (shard->index[i].node != NULL)
+                index_place(slots, bits, shard->index[i].key, shard->index[i].node);
+        free(shard->index);
+    }
+    shard->index = slots;
+    shard->bits = bits;
+    return true;
+}
+
+static bool index_add(struct pt_shard *shard, uint64_t key, struct pt_granule *node)
+{
+    if (shard->index == NULL || 2 * (shard->used + 1) > (1u << shard->bits)) {
+        uint32_t bits = shard->index == NULL ? PT_INDEX_MIN_BITS : shard->bits + 1;
+        if (!index_resize(shard, bits))
+            return false;
+    }
+    index_place(shard->index, shard->bits, key, node);
+    shard->used++;
+    return true;
+}
+
+/* Remove key (present) by backward shift, so probes need no tombstones. */
+static void index_del(struct pt_shard *shard, uint64_t key)
+{
+    uint32_t mask = (1u << shard->bits) - 1;
+    uint32_t hole = index_home(key, shard->bits);
+    while (shard->index[hole].key != key || shard->index[hole].node == NULL)
+        hole = (hole + 1) & mask;
+    for (uint32_t j = (hole + 1) & mask; shard->index[j].node != NULL; j = (j + 1) & mask) {
+        uint32_t home = index_home(shard->index[j].key, shard->bits);
+        /* j's entry may move into the hole if its home is not in (hole, j] */
+        if (((j - home) & mask) >= ((j - hole) & mask)) {
+            shard->index[hole] = shard->index[j];
+            hole = j;
+        }
+    }
+    shard->index[hole].node = NULL;
+    shard->used--;
+    if (shard->used == 0) {
+        free(shard->index);
+        shard->index = NULL;
+        shard->bits = 0;
+    } else if (shard->bits > PT_INDEX_MIN_BITS && 8 * shard->used < (1u << shard->bits)) {
+        index_resize(shard, shard->bits - 1); /* out of memory: stay larger */
+    }
+}
+
+/* Caller excludes readers from the shard. */
+static bool shard_add_range(struct pt_shard *shard, uint64_t key, const struct us_range *range)
+{
+    struct pt_granule *g = index_find(shard, key);
+    if (g != NULL)
+        return granule_add(g, range);
+    g = granule_new(range);
+    if (g == NULL)
+        return false;
+    if (!index_add(shard, key, g)) {
+        granule_free(g);
+        return false;
+    }
+    return true;
+}
+
+/* Caller excludes readers from the shard. */
+static void shard_del_range(struct pt_shard *shard, uint64_t key, uintptr_t base)
+{
+    struct pt_granule *g = index_find(shard, key);
+    if (g == NULL || !granule_del(g, base) || g->count > 0)
+        return;
+    index_del(shard, key);
+    granule_free(g);
+}
+
+/* Caller excludes readers from the shard, or is alone in a forked child. */
+static void shard_drop_all(struct pt_shard *shard)
+{
+    if (shard->index == NULL)
+        return;
+    for (uint32_t i = 0; i < (1u << shard->bits); i++)
+        if (shard->index[i].node != NULL)
+            granule_free(shard->index[i].node);
+    free(shard->index);
+    shard->index = NULL;
+    shard->bits = 0;
+    shard->used = 0;
+}
 
 static inline struct pt_shard *shard_of(struct pt_level_table *lt, uint64_t key)
 {
     return &lt->shards[key & (PT_SHARDS - 1)];
 }
 
+/* --- reader slots and shard exclusion ------------------------------------------ */
+
+static void slot_release(void *arg)
+{
+    pt_my_slot = PT_SLOT_NONE; /* lookups from later destructors take the rwlock */
+    atomic_store_explicit(&pt_slots[(uintptr_t)arg - 1].owned, 0, memory_order_release);
+}
+
+static void slot_key_create(void)
+{
+    pt_key_ok = pthread_key_create(&pt_key, slot_release) == 0;
+}
+
+/* A free slot for this thread, or -1 (then it reads under the rwlock). */
+static int slot_claim(void)
+{
+    pthread_once(&pt_key_once, slot_key_create);
+    for (unsigned k = 0; pt_key_ok && k < PT_SLOTS; k++) {
+        unsigned free_slot = 0;
+        if (atomic_load_explicit(&pt_slots[k].owned, memory_order_relaxed) != 0
+            || !atomic_compare_exchange_strong(&pt_slots[k].owned, &free_slot, 1))
+            continue;
+        if (pthread_setspecific(pt_key, (void *)(uintptr_t)(k + 1)) != 0) {
+            atomic_store(&pt_slots[k].owned, 0);
+            break;
+        }
+        pt_my_slot = (int)k;
+        return (int)k;
+    }
+    pt_my_slot = PT_SLOT_NONE;
+    return -1;
+}
+
+/* Enter shard `tag` (level * PT_SHARDS + shard) as a reader. Returns the
+ * slot to leave, or NULL when the rwlock is held instead. */
+static inline struct pt_slot *reader_enter(unsigned tag, struct pt_shard *shard)
+{
+    int k = pt_my_slot;
+    if (__builtin_expect(k < 0, 0) && (k == PT_SLOT_NONE || (k = slot_claim()) < 0)) {
+        pthread_rwlock_rdlock(&shard->lock);
+        return NULL;
+    }
+    struct pt_slot *slot = &pt_slots[k];
+    for (;;) {
+        atomic_store_explicit(&slot->reading, tag, memory_order_seq_cst);
+        if (atomic_load_explicit(&pt_writing, memory_order_seq_cst) != tag)
+            return slot;
+        atomic_store_explicit(&slot->reading, PT_NO_SHARD, memory_order_release);
+        /* the writer holds the shard's rwlock until it is done */
+        pthread_rwlock_rdlock(&shard->lock);
+        pthread_rwlock_unlock(&shard->lock);
+    }
+}
+
+static inline void reader_leave(struct pt_slot *slot, struct pt_shard *shard)
+{
+    if (slot != NULL)
+        atomic_store_explicit(&slot->reading, PT_NO_SHARD, memory_order_release);
+    else
+        pthread_rwlock_unlock(&shard->lock);
+}
+
+/* A reader inside stays for one lookup (tens of ns), unless it was
+ * preempted: then sleep, so that it can run. Writers are rare. */
+static void wait_for_reader(const struct pt_slot *slot, unsigned tag)
+{
+    for (unsigned spins = 0; atomic_load_explicit(&slot->reading, memory_order_seq_cst) == tag; spins++) {
+        if (spins < 64)
+            continue;
+        if (spins < 72)
+            sched_yield();
+        else
+            nanosleep(&(struct timespec){ .tv_nsec = 20000 }, NULL);
+    }
+}
+
+/* Exclude every reader from a shard. Caller holds pt_writer. */
+static void shard_write_enter(struct pt_level_table *lt, struct pt_shard *shard)
+{
+    unsigned tag = lt->index * PT_SHARDS + (unsigned)(shard - lt->shards);
+    pthread_rwlock_wrlock(&shard->lock);
+    atomic_store_explicit(&pt_writing, tag, memory_order_seq_cst);
+    for (unsigned k = 0; k < PT_SLOTS; k++)
+        wait_for_reader(&pt_slots[k], tag);
+}
+
+static void shard_write_leave(struct pt_shard *shard)
+{
+    atomic_store_explicit(&pt_writing, PT_NO_SHARD, memory_order_release);
+    pthread_rwlock_unlock(&shard->lock);
+}
+
+/* --- one level ------------------------------------------------------------------ */
+
 static inline bool level_lookup(struct pt_level_table *lt, uintptr_t addr, struct us_range *out)
 {
     uint64_t key = addr >> lt->shift;
-    struct pt_shard *shard = shard_of(lt, key);
-    struct pt_granule *g;
+    unsigned s = (unsigned)(key & (PT_SHARDS - 1));
+    struct pt_shard *shard = &lt->shards[s];
     bool hit = false;
-    pthread_rwlock_rdlock(&shard->lock);
-    HASH_FIND(hh, shard->granules, &key, sizeof key, g);
+    struct pt_slot *slot = reader_enter(lt->index * PT_SHARDS + s, shard);
+    const struct pt_granule *g = index_find(shard, key);
     if (g != NULL) {
         uint32_t at = granule_upper(g, addr);
         if (at > 0 && addr - g->ranges[at - 1].base < g->ranges[at - 1].size) {
@@ -263,18 +499,20 @@ static inline bool level_lookup(struct pt_level_table *lt, uintptr_t addr, struc
             hit = true;
         }
     }
-    pthread_rwlock_unlock(&shard->lock);
+    reader_leave(slot, shard);
     return hit;
 }
 
-/* Erase base from granules [first, end) of lt. */
+/* Erase base from granules [first, end) of lt, one shard at a time. */
 static void level_erase(struct pt_level_table *lt, uint64_t first, uint64_t end, uintptr_t base)
 {
-    for (uint64_t key = first; key != end; key++) {
-        struct pt_shard *shard = shard_of(lt, key);
-        pthread_rwlock_wrlock(&shard->lock);
-        granule_erase(shard, key, base);
-        pthread_rwlock_unlock(&shard->lock);
+    uint64_t shards = end - first < PT_SHARDS ? end - first : PT_SHARDS;
+    for (uint64_t i = 0; i < shards; i++) {
+        struct pt_shard *shard = shard_of(lt, first + i);
+        shard_write_enter(lt, shard);
+        for (uint64_t key = first + i; key < end; key += PT_SHARDS)
+            shard_del_range(shard, key, base);
+        shard_write_leave(shard);
     }
 }
 
@@ -283,27 +521,18 @@ static bool level_insert(struct pt_level_table *lt, const struct us_range *range
 {
     uint64_t first = range->base >> lt->shift;
     uint64_t end = (range_last(range) >> lt->shift) + 1;
-    for (uint64_t key = first; key != end; key++) {
-        struct pt_shard *shard = shard_of(lt, key);
-        pthread_rwlock_wrlock(&shard->lock);
-        bool added = granule_insert(shard, key, range);
-        pthread_rwlock_unlock(&shard->lock);
-        if (!added) {
-            level_erase(lt, first, key, range->base);
-            return false;
-        }
+    uint64_t shards = end - first < PT_SHARDS ? end - first : PT_SHARDS;
+    bool added = true;
+    for (uint64_t i = 0; i < shards && added; i++) {
+        struct pt_shard *shard = shard_of(lt, first + i);
+        shard_write_enter(lt, shard);
+        for (uint64_t key = first + i; key < end && added; key += PT_SHARDS)
+            added = shard_add_range(shard, key, range);
+        shard_write_leave(shard);
     }
-    return true;
-}
-
-/* Caller holds the shard's write lock, or is alone in a forked child. */
-static void shard_drop_all(struct pt_shard *shard)
-{
-    struct pt_granule *g, *tmp;
-    HASH_ITER(hh, shard->granules, g, tmp) {
-        HASH_DEL(shard->granules, g);
-        granule_free(g);
-    }
+    if (!added)
+        level_erase(lt, first, end, range->base); /* erasing what is absent is a no-op */
+    return added;
 }
 
 /* --- writers (hold pt_writer) ----------------------------------------------------- */
@@ -337,10 +566,8 @@ static struct pt_entry *find_overlap_in(struct pt_level_table *lt, uintptr_t bas
 {
     uint64_t end = (last >> lt->shift) + 1;
     for (uint64_t key = base >> lt->shift; key != end; key++) {
-        struct pt_shard *shard = shard_of(lt, key);
-        struct pt_granule *g;
-        /* Only writers change granules, and we are the writer: no lock. */
-        HASH_FIND(hh, shard->granules, &key, sizeof key, g);
+        /* Only writers change granules, and we are the writer: no exclusion. */
+        const struct pt_granule *g = index_find(shard_of(lt, key), key);
         if (g == NULL)
             continue;
         for (uint32_t i = 0; i < g->count; i++) {
@@ -381,6 +608,18 @@ static void evict_overlaps(uintptr_t base, size_t size, enum pt_level level)
         entry_drop(e);
         free(e);
     }
+}
+
+/* Caller holds pt_writer. */
+static void index_by_base_drop_all(void)
+{
+    struct pt_entry *e, *tmp;
+    HASH_ITER(hh, pt_by_base, e, tmp) {
+        HASH_DEL(pt_by_base, e);
+        free(e);
+    }
+    pt_coarse_count = 0;
+    coarse_bounds_reset();
 }
 
 /* --- interface ------------------------------------------------------------------ */
@@ -456,20 +695,8 @@ bool us_ptrtable_lookup(uintptr_t addr, struct us_range *out)
     return true;
 }
 
-/* Caller holds pt_writer. */
-static void index_drop_all(void)
-{
-    struct pt_entry *e, *tmp;
-    HASH_ITER(hh, pt_by_base, e, tmp) {
-        HASH_DEL(pt_by_base, e);
-        free(e);
-    }
-    pt_coarse_count = 0;
-    coarse_bounds_reset();
-}
-
-/* In a forked child: only this thread exists, and any lock may be held by a
- * thread that did not survive the fork. */
+/* In a forked child: only this thread exists, and any lock or reader slot
+ * may be held by a thread that did not survive the fork. */
 static void clear_in_child(void)
 {
     /* The writer mutex free means no change was under way: the structures
@@ -478,18 +705,26 @@ static void clear_in_child(void)
         for (unsigned l = 0; l < PT_LEVELS; l++)
             for (unsigned i = 0; i < PT_SHARDS; i++)
                 shard_drop_all(&pt_levels[l].shards[i]);
-        index_drop_all();
+        index_by_base_drop_all();
     }
     pthread_rwlockattr_t attr;
     pthread_rwlockattr_init(&attr);
     pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
     for (unsigned l = 0; l < PT_LEVELS; l++) {
         for (unsigned i = 0; i < PT_SHARDS; i++) {
-            pthread_rwlock_init(&pt_levels[l].shards[i].lock, &attr);
-            pt_levels[l].shards[i].granules = NULL;
+            struct pt_shard *shard = &pt_levels[l].shards[i];
+            pthread_rwlock_init(&shard->lock, &attr);
+            shard->index = NULL;
+            shard->bits = 0;
+            shard->used = 0;
         }
     }
     pthread_rwlockattr_destroy(&attr);
+    for (unsigned k = 0; k < PT_SLOTS; k++) {
+        atomic_store(&pt_slots[k].reading, PT_NO_SHARD);
+        atomic_store(&pt_slots[k].owned, (int)k == pt_my_slot ? 1 : 0);
+    }
+    atomic_store(&pt_writing, PT_NO_SHARD);
     pthread_mutex_init(&pt_writer, NULL);
     pt_by_base = NULL;
     pt_coarse_count = 0;
@@ -507,11 +742,11 @@ void us_ptrtable_clear(void)
     for (unsigned l = 0; l < PT_LEVELS; l++) {
         for (unsigned i = 0; i < PT_SHARDS; i++) {
             struct pt_shard *shard = &pt_levels[l].shards[i];
-            pthread_rwlock_wrlock(&shard->lock);
+            shard_write_enter(&pt_levels[l], shard);
             shard_drop_all(shard);
-            pthread_rwlock_unlock(&shard->lock);
+            shard_write_leave(shard);
         }
     }
-    index_drop_all();
+    index_by_base_drop_all();
     pthread_mutex_unlock(&pt_writer);
 }

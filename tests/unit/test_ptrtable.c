@@ -500,6 +500,46 @@ static void test_ptrtable_many(void **state)
     layout_free(&l);
 }
 
+/* Thousands of granules in one shard (granule numbers 64 apart): the shard's
+ * index grows, collides, deletes from the middle of probe runs and shrinks. */
+static void test_ptrtable_one_shard_many_granules(void **state)
+{
+    (void)state;
+    enum { N = 3000 };
+    static bool present[N];
+    uintptr_t base0 = REGION + 3 * TiB;
+    for (unsigned i = 0; i < N; i++) {
+        us_ptrtable_insert(base0 + (uintptr_t)i * 64 * GRAN + i, 4 * KiB, kind_of(i), device_of(i));
+        present[i] = true;
+    }
+    uint64_t seed = 77;
+    for (unsigned round = 0; round < 4; round++) {
+        /* drop (or bring back) a random third, then check everything */
+        for (unsigned n = 0; n < N / 3; n++) {
+            unsigned i = (unsigned)(rng_next(&seed) % N);
+            uintptr_t b = base0 + (uintptr_t)i * 64 * GRAN + i;
+            if (present[i]) {
+                assert_true(us_ptrtable_remove(b, NULL));
+            } else {
+                us_ptrtable_insert(b, 4 * KiB, kind_of(i), device_of(i));
+            }
+            present[i] = !present[i];
+        }
+        for (unsigned i = 0; i < N; i++) {
+            uintptr_t b = base0 + (uintptr_t)i * 64 * GRAN + i;
+            if (present[i])
+                expect_hit(b + 4 * KiB - 1, b, 4 * KiB, kind_of(i), device_of(i));
+            else
+                expect_miss(b);
+        }
+    }
+    for (unsigned i = 0; i < N; i++)
+        if (present[i])
+            assert_true(us_ptrtable_remove(base0 + (uintptr_t)i * 64 * GRAN + i, NULL));
+    for (unsigned i = 0; i < N; i += 97)
+        expect_miss(base0 + (uintptr_t)i * 64 * GRAN + i);
+}
+
 /* --- concurrency ------------------------------------------------------------------- */
 
 /* Slots interleave stable ranges (inserted once, looked up all along) with
@@ -509,9 +549,9 @@ static void test_ptrtable_many(void **state)
  * granule edges) and 24 KiB slots (dozens of ranges per granule). Every
  * range leaves a gap at the end of its slot: gaps are always misses. */
 #define C_WRITERS 3
-#define C_READERS 3
+#define C_READERS 2
 #define C_SLOTS 1536
-#define C_ROUNDS 31 /* odd rounds remove what they insert; the last one keeps it */
+#define C_ROUNDS 15 /* odd rounds remove what they insert; the last one keeps it */
 #define C_BIG_SLOT (3 * MiB / 2)
 #define C_SMALL_SLOT (24 * KiB)
 #define C_AREA2 (REGION + 6 * TiB)
@@ -534,27 +574,33 @@ static size_t slot_range_size(unsigned i, unsigned variant)
 static atomic_uint c_errors;
 static atomic_bool c_stop;
 
+/* One lookup of a stable range and one of a gap; errors are counted. */
+static void reader_check(uint64_t *seed)
+{
+    uint64_t r = rng_next(seed);
+    unsigned i = (unsigned)(r % (C_SLOTS / (C_WRITERS + 1))) * (C_WRITERS + 1);
+    size_t size = slot_range_size(i, 0);
+    uintptr_t addr = slot_base(i) + (r >> 32) % size;
+    struct us_range got;
+    if (!us_ptrtable_lookup(addr, &got) || got.base != slot_base(i) || got.size != size || got.kind != kind_of(i)
+        || got.device != device_of(i))
+        atomic_fetch_add(&c_errors, 1);
+    uintptr_t h = C_HUGE + (r >> 20) % C_HUGE_SIZE;
+    if (!us_ptrtable_lookup(h, &got) || got.base != C_HUGE || got.size != C_HUGE_SIZE
+        || got.kind != US_MEM_REGISTERED || got.device != -1)
+        atomic_fetch_add(&c_errors, 1);
+    /* the gap after any slot's range, stable or not */
+    unsigned j = (unsigned)((r >> 16) % C_SLOTS);
+    if (us_ptrtable_lookup(slot_base(j) + slot_range_size(j, 0) + 2 * KiB, NULL))
+        atomic_fetch_add(&c_errors, 1);
+}
+
 static void *reader_main(void *arg)
 {
     uint64_t seed = 0x9e3779b97f4a7c15ull * ((uintptr_t)arg + 1);
     unsigned long n = 0;
     while (!atomic_load_explicit(&c_stop, memory_order_relaxed) || n < 100000) {
-        uint64_t r = rng_next(&seed);
-        unsigned i = (unsigned)(r % (C_SLOTS / (C_WRITERS + 1))) * (C_WRITERS + 1);
-        size_t size = slot_range_size(i, 0);
-        uintptr_t addr = slot_base(i) + (r >> 32) % size;
-        struct us_range got;
-        if (!us_ptrtable_lookup(addr, &got) || got.base != slot_base(i) || got.size != size
-            || got.kind != kind_of(i) || got.device != device_of(i))
-            atomic_fetch_add(&c_errors, 1);
-        uintptr_t h = C_HUGE + (r >> 20) % C_HUGE_SIZE;
-        if (!us_ptrtable_lookup(h, &got) || got.base != C_HUGE || got.size != C_HUGE_SIZE
-            || got.kind != US_MEM_REGISTERED || got.device != -1)
-            atomic_fetch_add(&c_errors, 1);
-        /* the gap after any slot's range, stable or not */
-        unsigned j = (unsigned)((r >> 16) % C_SLOTS);
-        if (us_ptrtable_lookup(slot_base(j) + slot_range_size(j, 0) + 2 * KiB, NULL))
-            atomic_fetch_add(&c_errors, 1);
+        reader_check(&seed);
         n++;
     }
     return NULL;
@@ -594,12 +640,17 @@ static void *writer_main(void *arg)
     return NULL;
 }
 
-static void test_ptrtable_concurrent(void **state)
+static void insert_stable(void)
 {
-    (void)state;
     for (unsigned i = 0; i < C_SLOTS; i += C_WRITERS + 1)
         us_ptrtable_insert(slot_base(i), slot_range_size(i, 0), kind_of(i), device_of(i));
     us_ptrtable_insert(C_HUGE, C_HUGE_SIZE, US_MEM_REGISTERED, -1);
+}
+
+static void test_ptrtable_concurrent(void **state)
+{
+    (void)state;
+    insert_stable();
     atomic_store(&c_errors, 0);
     atomic_store(&c_stop, false);
     pthread_t readers[C_READERS], writers[C_WRITERS];
@@ -622,6 +673,44 @@ static void test_ptrtable_concurrent(void **state)
             expect_hit(slot_base(i) + 1, slot_base(i), slot_range_size(i, last), kind_of(i + last),
                        kind_of(i + last) == US_MEM_DEVICE ? (int)(i % (C_WRITERS + 1) - 1) : -1);
     }
+}
+
+/* More threads than reader slots at once: the ones without a slot read
+ * under the shard rwlock, and writers exclude both kinds of reader. */
+#define O_THREADS 160
+static pthread_barrier_t o_barrier;
+
+static void *crowd_reader_main(void *arg)
+{
+    uint64_t seed = 0x51afd7ed558ccd1dull * ((uintptr_t)arg + 1);
+    pthread_barrier_wait(&o_barrier); /* all alive before any lookup */
+    for (unsigned n = 0; n < 3000; n++)
+        reader_check(&seed);
+    pthread_barrier_wait(&o_barrier); /* nobody leaves (and frees a slot) early */
+    return NULL;
+}
+
+static void test_ptrtable_more_threads_than_slots(void **state)
+{
+    (void)state;
+    insert_stable();
+    atomic_store(&c_errors, 0);
+    assert_int_equal(pthread_barrier_init(&o_barrier, NULL, O_THREADS), 0);
+    pthread_t readers[O_THREADS], writer;
+    for (uintptr_t t = 0; t < O_THREADS; t++)
+        assert_int_equal(pthread_create(&readers[t], NULL, crowd_reader_main, (void *)t), 0);
+    assert_int_equal(pthread_create(&writer, NULL, writer_main, (void *)0), 0);
+    for (unsigned t = 0; t < O_THREADS; t++)
+        pthread_join(readers[t], NULL);
+    pthread_join(writer, NULL);
+    pthread_barrier_destroy(&o_barrier);
+    assert_int_equal(atomic_load(&c_errors), 0);
+    /* slots were released at thread exit: new threads read again */
+    pthread_t again;
+    assert_int_equal(pthread_create(&again, NULL, reader_main, (void *)7), 0);
+    atomic_store(&c_stop, true);
+    pthread_join(again, NULL);
+    assert_int_equal(atomic_load(&c_errors), 0);
 }
 
 /* --- fork ---------------------------------------------------------------------------- */
@@ -823,9 +912,15 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_ptrtable_large_overlaps, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ptrtable_odd_sizes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ptrtable_many, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_ptrtable_one_shard_many_granules, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ptrtable_concurrent, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_ptrtable_more_threads_than_slots, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ptrtable_clear_after_fork, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ptrtable_bench, setup, teardown),
     };
+    /* PTRTABLE_TEST=pattern runs the matching tests only (cmocka's filter) */
+    const char *filter = getenv("PTRTABLE_TEST");
+    if (filter != NULL)
+        cmocka_set_test_filter(filter);
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
