@@ -21,7 +21,7 @@ here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(here, "..", "scenarios"))
 from results import load_runs  # noqa: E402
 
-SEED_RUNS = ("case_c_seed004", "case_c_seed004_1m")
+SEED_RUNS = ("case_c_seed004", "case_c_seed004_1m", "case_c_seed004_asis")
 
 
 def main():

@@ -17,6 +17,11 @@
  *                   signals; that thread first launches an empty kernel on
  *                   an unrelated stream; the main thread copies
  *                   SCN_C_SEED_BYTES (4, as in the seed) D2H on stream 0.
+ *                   SCN_C_SEED_WARMUP=1: one such copy first (not in the
+ *                   seed), so that one-time setup is out of the way.
+ *                   The empty kernel is launched once beforehand (lazy
+ *                   module loading would deadlock on its own on a GPU);
+ *                   SCN_C_SEED_KERNEL_WARMUP=0: the seed as written.
  *                   Under a SCN_C_DEADLOCK_S watchdog: completed=1, or
  *                   deadlock=1 and exit status 3. */
 #include <pthread.h>
@@ -158,7 +163,8 @@ static void test_seed004(void)
     double timeout = scn_env_double("C_DEADLOCK_S", 10, 2);
     scn_test("seed004", timeout);
     char extra[128];
-    snprintf(extra, sizeof extra, "bytes=%zu completed=0", n);
+    snprintf(extra, sizeof extra, "bytes=%zu warmup=%d kernel_warmup=%d completed=0", n,
+             scn_env_long("C_SEED_WARMUP", 0, 0) != 0, scn_env_long("C_SEED_KERNEL_WARMUP", 1, 1) != 0);
     scn_watchdog_extra(extra);
 
     SCN_CK(cudaSetDevice(0));
@@ -171,12 +177,29 @@ static void test_seed004(void)
     memset(h_input, 0, n);
     SCN_CK(cudaMalloc(&input, n));
     scn_device_fill(0, input, n, 41);
+    bool warm = scn_env_long("C_SEED_WARMUP", 0, 0) != 0;
+    if (warm) { /* a first copy of the same kind: one-time setup (a shim's pool) out of the way */
+        SCN_CK(cudaMemcpyAsync(h_input, input, n, cudaMemcpyDeviceToHost, 0));
+        SCN_CK(cudaStreamSynchronize(0));
+        memset(h_input, 0, n);
+    }
 
     cudaStream_t cpu_block_stream, irrelevant_stream;
     SCN_CK(cudaStreamCreateWithFlags(&cpu_block_stream, cudaStreamNonBlocking));
     SCN_CK(cudaStreamCreateWithFlags(&irrelevant_stream, cudaStreamNonBlocking));
     cudaEvent_t cpu_unblock_event;
     SCN_CK(cudaEventCreateWithFlags(&cpu_unblock_event, cudaEventDisableTiming));
+
+    /* The empty kernel's first launch: on a real GPU with lazy module
+     * loading (CUDA_MODULE_LOADING=LAZY, the default) a first launch loads
+     * the kernel, which can wait for the device's pending work and deadlock
+     * by itself, whatever the copy does. Launched once here unless
+     * SCN_C_SEED_KERNEL_WARMUP=0 (the seed as written). */
+    bool kernel_warm = scn_env_long("C_SEED_KERNEL_WARMUP", 1, 1) != 0;
+    if (kernel_warm) {
+        scn_kernel_empty(irrelevant_stream);
+        SCN_CK(cudaStreamSynchronize(irrelevant_stream));
+    }
 
     struct cpu_event ev = {.mu = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
     SCN_CK(cudaLaunchHostFunc(cpu_block_stream, block_op_host_fn, &ev));
@@ -197,8 +220,9 @@ static void test_seed004(void)
     pthread_join(t, NULL);
     double done = scn_now_ms() - t0;
     bool ok = scn_verify(h_input, n, 41);
-    scn_result("seed004", "bytes=%zu completed=1 deadlock=0 call_ms=%.3f done_ms=%.3f in_place=%d ok=%d", n, call,
-               done, in_place, ok);
+    scn_result("seed004",
+               "bytes=%zu warmup=%d kernel_warmup=%d completed=1 deadlock=0 call_ms=%.3f done_ms=%.3f in_place=%d ok=%d",
+               n, warm, kernel_warm, call, done, in_place, ok);
 
     SCN_CK(cudaEventDestroy(cpu_unblock_event));
     SCN_CK(cudaStreamDestroy(cpu_block_stream));

@@ -99,6 +99,8 @@ def rows():
             lambda v: v == "completes", "completes"),
         Row(lambda x: f"C: seed 004 program with a {mib(x)} D2H", outcome("case_c_seed004_1m"), "", "text",
             lambda v: v == "completes", "completes"),
+        Row(lambda x: "C: seed 004 as written (first launch of the kernel in the other thread: lazy module loading)",
+            outcome("case_c_seed004_asis"), "", "text"),
         Row(lambda x: f"D: burst of {x.get('copies', '?') if x else '?'} x {mib(x)} D2D while a {kms(x)} kernel runs",
             field("case_d", "D", "busy_d2d", "burst_ms"), "ms", "lower"),
         Row(lambda x: f"D: the same burst, no kernel running", field("case_d", "D", "busy_d2d", "base_ms"), "ms",
