@@ -1,9 +1,10 @@
 /* ptrtable.c - see ptrtable.h.
  *
  * Layout. Two levels, each split over 64 shards by granule number
- * (granule & 63). A shard maps granule -> node with a small open-addressing
- * hash (linear probing, load <= 1/2); a node holds copies of the ranges that
- * overlap its granule, sorted by base:
+ * (granule & 63). A shard maps granule -> the ranges that overlap it with a
+ * small open-addressing hash (linear probing, load <= 1/2). A slot holds a
+ * copy of the range when the granule has one (most do); several live in an
+ * array sorted by base that the slot points to:
  *   - fine level, 2 MiB granules (addr >> 21): every range of at most
  *     4 GiB (2048 granules), i.e. nearly all of them;
  *   - coarse level, 1 GiB granules (addr >> 30): larger ranges (whole-GPU
@@ -14,7 +15,7 @@
  *     still correct).
  * A lookup reads one shard of the fine level and, only when that misses and
  * addr lies within the bounds of the coarse ranges, one of the coarse level:
- * one probe line, one node line, no allocation, no global lock.
+ * usually one cache line of the index; no allocation, no global lock.
  *
  * Why not uthash for the granule index: uthash doubles its buckets only
  * when a chain reaches 10 entries, so it runs at 3-5 entries per bucket and
@@ -88,27 +89,31 @@
 
 enum pt_level { PT_FINE, PT_COARSE, PT_LEVELS, PT_NONE = PT_LEVELS };
 
-/* One granule: the ranges overlapping it, sorted by base. The first range
- * lives in the node itself (most granules hold one); a node is one cache
- * line. */
-struct pt_granule {
-    uint32_t count;
-    uint32_t cap;
-    struct us_range *ranges; /* == &one while cap == 1 */
-    struct us_range one;
-};
-#define PT_GRANULE_ALLOC 64u
-_Static_assert(sizeof(struct pt_granule) <= PT_GRANULE_ALLOC, "a granule node is one cache line");
+/* A probe slot of a shard's granule index, 32 bytes (two a cache line).
+ * Most granules hold one range, stored in the slot itself: a hit costs one
+ * cache line. A granule that holds several keeps them, sorted by base, in a
+ * pt_multi the slot points to. */
+#define PT_KEY_EMPTY UINT64_MAX             /* a free slot (granule numbers are < 2^44) */
+#define PT_KEY_MULTI (UINT64_C(1) << 63)   /* the slot points to a pt_multi */
 
-/* A probe slot of a shard's index: empty when node is NULL. */
-struct pt_probe {
-    uint64_t key;
-    struct pt_granule *node;
+struct pt_multi {
+    uint32_t count; /* >= 2 */
+    uint32_t cap;
+    struct us_range ranges[];
 };
+
+struct pt_probe {
+    uint64_t key; /* granule number, | PT_KEY_MULTI; PT_KEY_EMPTY when free */
+    union {
+        struct us_range one;
+        struct pt_multi *multi;
+    };
+};
+_Static_assert(sizeof(struct pt_probe) == 32, "two probe slots a cache line");
 
 struct pt_shard {
     _Alignas(64) pthread_rwlock_t lock;
-    struct pt_probe *index; /* 1 << bits slots, or NULL while empty */
+    struct pt_probe *index; /* 1 << bits slots (load <= 1/2), or NULL while empty */
     uint32_t bits;
     uint32_t used;
 };
@@ -187,14 +192,13 @@ static enum pt_level level_for(uintptr_t base, size_t size)
     return PT_NONE;
 }
 
-/* --- one granule's sorted array ------------------------------------------------ */
+/* --- a granule's ranges ----------------------------------------------------------- */
 
-/* Number of ranges in g with base <= addr (so the candidate is that minus
- * one). Branch-free halving: the comparisons are unpredictable. */
-static inline uint32_t granule_upper(const struct pt_granule *g, uintptr_t addr)
+/* Number of ranges in v[0, n) with base <= addr (so the candidate is that
+ * minus one). Branch-free halving: the comparisons are unpredictable. */
+static inline uint32_t ranges_upper(const struct us_range *v, uint32_t n, uintptr_t addr)
 {
-    const struct us_range *v = g->ranges;
-    uint32_t n = g->count, lo = 0;
+    uint32_t lo = 0;
     if (n == 0)
         return 0;
     while (n > 1) {
@@ -205,58 +209,52 @@ static inline uint32_t granule_upper(const struct pt_granule *g, uintptr_t addr)
     return lo + (v[lo].base <= addr);
 }
 
-static void granule_free(struct pt_granule *g)
+/* The range of slot p that contains addr, or NULL. */
+static inline const struct us_range *probe_range_at(const struct pt_probe *p, uintptr_t addr)
 {
-    if (g->ranges != &g->one)
-        free(g->ranges);
-    free(g);
+    if (!(p->key & PT_KEY_MULTI))
+        return addr - p->one.base < p->one.size ? &p->one : NULL;
+    const struct pt_multi *m = p->multi;
+    uint32_t at = ranges_upper(m->ranges, m->count, addr);
+    return at > 0 && addr - m->ranges[at - 1].base < m->ranges[at - 1].size ? &m->ranges[at - 1] : NULL;
 }
 
-static struct pt_granule *granule_new(const struct us_range *range)
+/* The ranges of slot p. */
+static inline const struct us_range *probe_ranges(const struct pt_probe *p, uint32_t *count)
 {
-    struct pt_granule *g = aligned_alloc(64, PT_GRANULE_ALLOC);
-    if (g == NULL)
-        return NULL;
-    g->count = 1;
-    g->cap = 1;
-    g->one = *range;
-    g->ranges = &g->one;
-    return g;
-}
-
-static bool granule_add(struct pt_granule *g, const struct us_range *range)
-{
-    if (g->count == g->cap) {
-        uint32_t cap = g->cap * 2;
-        struct us_range *grown;
-        if (g->ranges == &g->one) {
-            grown = malloc(cap * sizeof *grown);
-            if (grown != NULL)
-                grown[0] = g->one;
-        } else {
-            grown = realloc(g->ranges, cap * sizeof *grown);
-        }
-        if (grown == NULL)
-            return false;
-        g->ranges = grown;
-        g->cap = cap;
+    if (!(p->key & PT_KEY_MULTI)) {
+        *count = 1;
+        return &p->one;
     }
-    uint32_t at = granule_upper(g, range->base);
-    memmove(&g->ranges[at + 1], &g->ranges[at], (g->count - at) * sizeof g->ranges[0]);
-    g->ranges[at] = *range;
-    g->count++;
-    return true;
+    *count = p->multi->count;
+    return p->multi->ranges;
 }
 
-/* Remove the range that starts at base; false if absent. */
-static bool granule_del(struct pt_granule *g, uintptr_t base)
+/* Add range to an occupied slot. */
+static bool probe_add(struct pt_probe *p, const struct us_range *range)
 {
-    uint32_t at = granule_upper(g, base);
-    if (at == 0 || g->ranges[at - 1].base != base)
-        return false;
-    at--;
-    g->count--;
-    memmove(&g->ranges[at], &g->ranges[at + 1], (g->count - at) * sizeof g->ranges[0]);
+    struct pt_multi *m;
+    if (!(p->key & PT_KEY_MULTI)) {
+        m = malloc(sizeof *m + 4 * sizeof m->ranges[0]);
+        if (m == NULL)
+            return false;
+        m->count = 1;
+        m->cap = 4;
+        m->ranges[0] = p->one;
+        p->multi = m;
+        p->key |= PT_KEY_MULTI;
+    } else if (p->multi->count == p->multi->cap) {
+        m = realloc(p->multi, sizeof *m + 2 * p->multi->cap * sizeof m->ranges[0]);
+        if (m == NULL)
+            return false;
+        m->cap *= 2;
+        p->multi = m;
+    }
+    m = p->multi;
+    uint32_t at = ranges_upper(m->ranges, m->count, range->base);
+    memmove(&m->ranges[at + 1], &m->ranges[at], (m->count - at) * sizeof m->ranges[0]);
+    m->ranges[at] = *range;
+    m->count++;
     return true;
 }
 
@@ -264,42 +262,44 @@ static bool granule_del(struct pt_granule *g, uintptr_t base)
 
 static inline uint32_t index_home(uint64_t key, uint32_t bits)
 {
-    return (uint32_t)((key * 0x9e3779b97f4a7c15ull) >> (64 - bits));
+    return (uint32_t)(((key & ~PT_KEY_MULTI) * 0x9e3779b97f4a7c15ull) >> (64 - bits));
 }
 
-static inline struct pt_granule *index_find(const struct pt_shard *shard, uint64_t key)
+static inline struct pt_probe *index_find(const struct pt_shard *shard, uint64_t key)
 {
     if (shard->index == NULL)
         return NULL;
     uint32_t mask = (1u << shard->bits) - 1;
     for (uint32_t i = index_home(key, shard->bits);; i = (i + 1) & mask) {
-        const struct pt_probe *p = &shard->index[i];
-        if (p->node == NULL)
+        struct pt_probe *p = &shard->index[i];
+        if (p->key == PT_KEY_EMPTY)
             return NULL;
-        if (p->key == key)
-            return p->node;
+        if ((p->key & ~PT_KEY_MULTI) == key)
+            return p;
     }
 }
 
-static void index_place(struct pt_probe *slots, uint32_t bits, uint64_t key, struct pt_granule *node)
+static void index_place(struct pt_probe *slots, uint32_t bits, const struct pt_probe *p)
 {
     uint32_t mask = (1u << bits) - 1;
-    uint32_t i = index_home(key, bits);
-    while (slots[i].node != NULL)
+    uint32_t i = index_home(p->key, bits);
+    while (slots[i].key != PT_KEY_EMPTY)
         i = (i + 1) & mask;
-    slots[i] = (struct pt_probe){ .key = key, .node = node };
+    slots[i] = *p;
 }
 
 /* Rebuild the index with 1 << bits slots; false (index unchanged) if out of memory. */
 static bool index_resize(struct pt_shard *shard, uint32_t bits)
 {
-    struct pt_probe *slots = calloc((size_t)1 << bits, sizeof *slots);
+    size_t bytes = sizeof(struct pt_probe) << bits;
+    struct pt_probe *slots = aligned_alloc(64, bytes);
     if (slots == NULL)
         return false;
+    memset(slots, 0xff, bytes); /* every key PT_KEY_EMPTY */
     if (shard->index != NULL) {
         for (uint32_t i = 0; i < (1u << shard->bits); i++)
-            if (shard->index[i].node != NULL)
-                index_place(slots, bits, shard->index[i].key, shard->index[i].node);
+            if (shard->index[i].key != PT_KEY_EMPTY)
+                index_place(slots, bits, &shard->index[i]);
         free(shard->index);
     }
     shard->index = slots;
@@ -307,26 +307,13 @@ static bool index_resize(struct pt_shard *shard, uint32_t bits)
     return true;
 }
 
-static bool index_add(struct pt_shard *shard, uint64_t key, struct pt_granule *node)
-{
-    if (shard->index == NULL || 2 * (shard->used + 1) > (1u << shard->bits)) {
-        uint32_t bits = shard->index == NULL ? PT_INDEX_MIN_BITS : shard->bits + 1;
-        if (!index_resize(shard, bits))
-            return false;
-    }
-    index_place(shard->index, shard->bits, key, node);
-    shard->used++;
-    return true;
-}
-
-/* Remove key (present) by backward shift, so probes need no tombstones. */
-static void index_del(struct pt_shard *shard, uint64_t key)
+/* Free slot p (occupied, pt_multi already released) by backward shift, so
+ * that probes need no tombstones; shrink a sparse index. */
+static void index_del(struct pt_shard *shard, struct pt_probe *p)
 {
     uint32_t mask = (1u << shard->bits) - 1;
-    uint32_t hole = index_home(key, shard->bits);
-    while (shard->index[hole].key != key || shard->index[hole].node == NULL)
-        hole = (hole + 1) & mask;
-    for (uint32_t j = (hole + 1) & mask; shard->index[j].node != NULL; j = (j + 1) & mask) {
+    uint32_t hole = (uint32_t)(p - shard->index);
+    for (uint32_t j = (hole + 1) & mask; shard->index[j].key != PT_KEY_EMPTY; j = (j + 1) & mask) {
         uint32_t home = index_home(shard->index[j].key, shard->bits);
         /* j's entry may move into the hole if its home is not in (hole, j] */
         if (((j - home) & mask) >= ((j - hole) & mask)) {
@@ -334,7 +321,7 @@ static void index_del(struct pt_shard *shard, uint64_t key)
             hole = j;
         }
     }
-    shard->index[hole].node = NULL;
+    shard->index[hole].key = PT_KEY_EMPTY;
     shard->used--;
     if (shard->used == 0) {
         free(shard->index);
@@ -348,27 +335,42 @@ static void index_del(struct pt_shard *shard, uint64_t key)
 /* Caller excludes readers from the shard. */
 static bool shard_add_range(struct pt_shard *shard, uint64_t key, const struct us_range *range)
 {
-    struct pt_granule *g = index_find(shard, key);
-    if (g != NULL)
-        return granule_add(g, range);
-    g = granule_new(range);
-    if (g == NULL)
-        return false;
-    if (!index_add(shard, key, g)) {
-        granule_free(g);
-        return false;
+    struct pt_probe *p = index_find(shard, key);
+    if (p != NULL)
+        return probe_add(p, range);
+    if (shard->index == NULL || 2 * (shard->used + 1) > (1u << shard->bits)) {
+        if (!index_resize(shard, shard->index == NULL ? PT_INDEX_MIN_BITS : shard->bits + 1))
+            return false;
     }
+    index_place(shard->index, shard->bits, &(struct pt_probe){ .key = key, .one = *range });
+    shard->used++;
     return true;
 }
 
 /* Caller excludes readers from the shard. */
 static void shard_del_range(struct pt_shard *shard, uint64_t key, uintptr_t base)
 {
-    struct pt_granule *g = index_find(shard, key);
-    if (g == NULL || !granule_del(g, base) || g->count > 0)
+    struct pt_probe *p = index_find(shard, key);
+    if (p == NULL)
         return;
-    index_del(shard, key);
-    granule_free(g);
+    if (!(p->key & PT_KEY_MULTI)) {
+        if (p->one.base == base)
+            index_del(shard, p);
+        return;
+    }
+    struct pt_multi *m = p->multi;
+    uint32_t at = ranges_upper(m->ranges, m->count, base);
+    if (at == 0 || m->ranges[at - 1].base != base)
+        return;
+    at--;
+    m->count--;
+    memmove(&m->ranges[at], &m->ranges[at + 1], (m->count - at) * sizeof m->ranges[0]);
+    if (m->count == 1) { /* back into the slot */
+        struct us_range last = m->ranges[0];
+        free(m);
+        p->key &= ~PT_KEY_MULTI;
+        p->one = last;
+    }
 }
 
 /* Caller excludes readers from the shard, or is alone in a forked child. */
@@ -377,8 +379,8 @@ static void shard_drop_all(struct pt_shard *shard)
     if (shard->index == NULL)
         return;
     for (uint32_t i = 0; i < (1u << shard->bits); i++)
-        if (shard->index[i].node != NULL)
-            granule_free(shard->index[i].node);
+        if (shard->index[i].key != PT_KEY_EMPTY && (shard->index[i].key & PT_KEY_MULTI))
+            free(shard->index[i].multi);
     free(shard->index);
     shard->index = NULL;
     shard->bits = 0;
@@ -491,13 +493,11 @@ static inline bool level_lookup(struct pt_level_table *lt, uintptr_t addr, struc
     struct pt_shard *shard = &lt->shards[s];
     bool hit = false;
     struct pt_slot *slot = reader_enter(lt->index * PT_SHARDS + s, shard);
-    const struct pt_granule *g = index_find(shard, key);
-    if (g != NULL) {
-        uint32_t at = granule_upper(g, addr);
-        if (at > 0 && addr - g->ranges[at - 1].base < g->ranges[at - 1].size) {
-            *out = g->ranges[at - 1];
-            hit = true;
-        }
+    const struct pt_probe *p = index_find(shard, key);
+    const struct us_range *r = p != NULL ? probe_range_at(p, addr) : NULL;
+    if (r != NULL) {
+        *out = *r;
+        hit = true;
     }
     reader_leave(slot, shard);
     return hit;
@@ -567,11 +567,13 @@ static struct pt_entry *find_overlap_in(struct pt_level_table *lt, uintptr_t bas
     uint64_t end = (last >> lt->shift) + 1;
     for (uint64_t key = base >> lt->shift; key != end; key++) {
         /* Only writers change granules, and we are the writer: no exclusion. */
-        const struct pt_granule *g = index_find(shard_of(lt, key), key);
-        if (g == NULL)
+        const struct pt_probe *p = index_find(shard_of(lt, key), key);
+        if (p == NULL)
             continue;
-        for (uint32_t i = 0; i < g->count; i++) {
-            const struct us_range *r = &g->ranges[i];
+        uint32_t count;
+        const struct us_range *ranges = probe_ranges(p, &count);
+        for (uint32_t i = 0; i < count; i++) {
+            const struct us_range *r = &ranges[i];
             if (r->base <= last && base <= range_last(r)) {
                 struct pt_entry *e;
                 HASH_FIND(hh, pt_by_base, &r->base, sizeof r->base, e);
