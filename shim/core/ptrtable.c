@@ -45,8 +45,10 @@
  * writer). A reader that meets a writer withdraws and waits on the shard's
  * rwlock, which the writer holds for its whole update. Threads beyond
  * PT_SLOTS at a time, and threads past their slot's release at exit, read
- * under that rwlock instead (correct, not contention-free). Lookup cost:
- * PTRTABLE_BENCH=1 in tests/unit/test_ptrtable.c.
+ * under that rwlock instead (correct, not contention-free). A writer waits
+ * for a reader preempted inside its shard (a scheduler quantum on an
+ * oversubscribed machine): allocations are rare, lookups are not. Lookup
+ * cost: PTRTABLE_BENCH=1 in tests/unit/test_ptrtable.c.
  *
  * Writers (insert, remove, clear) are serialised by one mutex and keep the
  * index by base (remove finds the size there). Under it they update one
@@ -149,7 +151,8 @@ static struct pt_level_table pt_levels[PT_LEVELS] = {
 };
 static struct pt_slot pt_slots[PT_SLOTS] = { [0 ... PT_SLOTS - 1] = { .reading = PT_NO_SHARD, .owned = 0 } };
 static _Atomic unsigned pt_writing = PT_NO_SHARD; /* the shard the writer is changing */
-/* initial-exec: one fs-relative load on the lookup path, no __tls_get_addr */
+/* initial-exec: one fs-relative load on the lookup path, no __tls_get_addr
+ * (the library is preloaded; a dlopen would use glibc's static TLS surplus) */
 static _Thread_local int pt_my_slot __attribute__((tls_model("initial-exec"))) = PT_SLOT_UNCLAIMED;
 static pthread_once_t pt_key_once = PTHREAD_ONCE_INIT;
 static pthread_key_t pt_key; /* releases a thread's slot at its exit */
