@@ -57,18 +57,22 @@ run() {
 }
 
 bin=$build/scenarios
+# case C's pageable bandwidth (GB/s); check.py knows it too
+c_bw=2
+export SCN_CHECK_C_BW_GBPS=$c_bw
 for mode in $modes; do
-    run "$mode" case_a "$bin/case_a_staged_peer"
+    # kernels a little longer than SCN_QUICK's: wider margins on a loaded machine
+    run "$mode" case_a SCN_A_KERNEL_MS=100 "$bin/case_a_staged_peer"
     run "$mode" case_b SCN_B_KERNEL_MS=100 "$bin/case_b_pageable_h2d"
     # a slow pageable path, so that a launch that waits for a copy stands well
     # above the scheduling noise of a loaded machine
-    run "$mode" case_c FAKECUDA_BW_PAGEABLE=2 "$bin/case_c_pageable_d2h" throughput launch_latency
+    run "$mode" case_c FAKECUDA_BW_PAGEABLE=$c_bw "$bin/case_c_pageable_d2h" throughput launch_latency
     run "$mode" case_c_seed004 "$bin/case_c_pageable_d2h" seed004
     run "$mode" case_c_seed004_1m SCN_C_SEED_BYTES=1M "$bin/case_c_pageable_d2h" seed004
     # a long time slice, so that the wait for it stands above the noise
     run "$mode" case_d FAKECUDA_TIMESLICE_US=20000 "$bin/case_d_busy_d2d"
-    run "$mode" case_e "$bin/case_e_legacy"
-    run "$mode" case_clean SCN_B_KERNEL_MS=100 "$bin/case_clean"
+    run "$mode" case_e SCN_E_KERNEL_MS=100 "$bin/case_e_legacy"
+    run "$mode" case_clean SCN_B_KERNEL_MS=100 SCN_E_KERNEL_MS=100 "$bin/case_clean"
 done
 
 python3 "$here/check.py" "$out"
