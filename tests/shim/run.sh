@@ -26,6 +26,7 @@ ln -sf libcudart.so.13 "$work/mini/libcudart.so"
 cc_prog "$work/prog_mini" "$here/prog_mini.c" -L"$work/mini" -lcudart -ldl
 cc_prog "$work/lib_user.so" -shared -fPIC "$here/lib_user.c" -L"$fake" -lcudart
 cc_prog "$work/prog_dlopen" "$here/prog_dlopen.c" -ldl
+cc_prog "$work/prog_fork" "$here/prog_fork.c" -L"$fake" -lcudart
 
 run_fake() { LD_LIBRARY_PATH="$fake" "$@"; }
 with_shim() { LD_LIBRARY_PATH="$fake" LD_PRELOAD="$shim" "$@"; }
@@ -79,6 +80,14 @@ case "$?:$out" in
     0:*loaded*) pass runtime_loaded_rtld_local ;;
     *) fail runtime_loaded_rtld_local "$out" ;;
 esac
+
+# A forked child passes through: the runtime's own answer, no finding logged.
+native_answer=$(run_fake "$work/prog_fork" 2>&1 | sed -n 's/.*child got \([0-9-]*\).*/\1/p')
+out=$(UNSTALL_MODE=warn with_shim "$work/prog_fork" "$native_answer" 2>&1)
+rc=$?
+child_lines=$(printf '%s\n' "$out" | grep -c "cudaMemcpyAsync") # only the child calls it
+if [ $rc -eq 0 ] && [ -n "$native_answer" ] && [ "$child_lines" -eq 0 ]; then pass forked_child_passes_through
+else fail forked_child_passes_through "rc=$rc native=$native_answer: $out"; fi
 
 # --- strict mode and the allow-list (issue 4) --------------------------------
 out=$(UNSTALL_MODE=strict with_shim "$work/prog_copies" 2>&1)
