@@ -100,5 +100,23 @@ if [ $? -eq 0 ]; then pass strict_allow_list_silences; else fail strict_allow_li
 out=$(UNSTALL_MODE=strict UNSTALL_ALLOW='*@*prog_copies*' with_shim "$work/prog_copies" 2>&1)
 if [ $? -eq 0 ]; then pass strict_allow_by_call_site; else fail strict_allow_by_call_site "$out"; fi
 
+# --- the launcher ------------------------------------------------------------
+launcher=$here/../../tools/unstall
+out=$(LD_LIBRARY_PATH="$fake" "$launcher" --lib "$shim" --strict -- "$work/prog_copies" 2>&1)
+case "$?:$out" in
+    1:*pageable_h2d*) pass launcher_strict_profile ;;
+    *) fail launcher_strict_profile "$out" ;;
+esac
+out=$(LD_LIBRARY_PATH="$fake" "$launcher" --lib "$shim" --report "$work/launcher-%p.json" --mode report -- "$work/prog_copies" 2>&1)
+if [ $? -eq 0 ] && ls "$work"/launcher-*.json >/dev/null 2>&1 && python3 -c "import json,sys; json.load(open(sys.argv[1]))" "$(ls "$work"/launcher-*.json | head -1)"; then
+    pass launcher_report_json
+else fail launcher_report_json "$out"; fi
+rm -f "$work"/launcher-*.json
+out=$("$launcher" --profile nosuch -- true 2>&1)
+case "$?:$out" in
+    2:*"not found"*) pass launcher_unknown_profile_is_clear ;;
+    *) fail launcher_unknown_profile_is_clear "$out" ;;
+esac
+
 echo "shim: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
