@@ -60,22 +60,12 @@ int us_current_device(void)
     return device;
 }
 
-static _Thread_local bool legacy_noted_any;
-
 bool us_legacy_contended(enum us_stream_kind kind)
 {
     if (kind != US_STREAM_LEGACY || !us_findings_wanted())
         return false;
-    /* Without blocking streams there is nothing to serialize with; the legacy
-     * use still matters for the blocking_stream rule, noted per device. */
-    if (!us_device_any_blocking_streams()) {
-        if (!legacy_noted_any) {
-            legacy_noted_any = true;
-            us_device_note_legacy_use(us_current_device());
-        }
-        return false;
-    }
     int device = us_current_device();
-    us_device_note_legacy_use(device);
-    return us_device_blocking_streams(device) > 0;
+    us_device_note_legacy_use(device); /* one relaxed read once noted */
+    /* one atomic read spares the per-device lookup in the common case */
+    return us_device_any_blocking_streams() && us_device_blocking_streams(device) > 0;
 }

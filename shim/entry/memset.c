@@ -1,6 +1,6 @@
 /* memset.c - exported memset functions. The synchronous cudaMemset is a
- * finding (sync_memset); cudaMemsetAsync on a contended legacy stream is one
- * too (legacy_stream). Both run natively. */
+ * finding (sync_memset); either on a contended legacy stream is one too
+ * (legacy_stream). Both run natively. */
 #include "export.h"
 
 static cudaError_t memset_sync(cudaError_t (*real_fn)(void *, int, size_t), const char *api, bool per_thread,
@@ -11,11 +11,18 @@ static cudaError_t memset_sync(cudaError_t (*real_fn)(void *, int, size_t), cons
     if (us_passthrough())
         return real_fn(ptr, value, count);
     us_state_note_call();
-    struct us_watch w;
-    if (!us_watch_begin(&w, US_RULE_sync_memset, api))
+    /* runs on the default stream: a legacy one may also serialize */
+    enum us_stream_kind kind = per_thread ? US_STREAM_PER_THREAD : US_STREAM_LEGACY;
+    bool contended = us_legacy_contended(kind);
+    struct us_watch sync, legacy;
+    if (!us_watch_begin(&sync, US_RULE_sync_memset, api) ||
+        (contended && !us_watch_begin(&legacy, US_RULE_legacy_stream, api)))
         return US_ERR_FORBIDDEN;
     cudaError_t err = real_fn(ptr, value, count);
-    us_watch_end(&w, NULL, per_thread ? US_STREAM_PER_THREAD : US_STREAM_LEGACY, us_current_device(), count);
+    int device = us_current_device();
+    us_watch_end(&sync, NULL, kind, device, count);
+    if (contended)
+        us_watch_end(&legacy, NULL, kind, device, count);
     return err;
 }
 

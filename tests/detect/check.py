@@ -45,8 +45,8 @@ FIRE = {
                         streams={'legacy'}),
     'sync_memcpy.2d': dict(rule='sync_memcpy', count=2, apis={'cudaMemcpy2D'}, bytes=SIZE_2D, fixed=0,
                            observed=2,
-                           xfail='rules.def says sync_memcpy detects "synchronous cudaMemcpy/cudaMemcpy2D", but '
-                                 'shim/entry/memcpy.c passes cudaMemcpy2D straight to the runtime (no finding)'),
+                           xfail='cudaMemcpy2D passes through unchecked for now (shim/entry/memcpy.c; rules.def says so); '
+                                 'the 2D copies land with the copy pipelines\' 2D support'),
     'sync_memset': dict(rule='sync_memset', count=1, apis={'cudaMemset'}, bytes=BIG, fixed=0, observed=1,
                         streams={'legacy'}),
     'staged_peer': dict(rule='staged_peer', count=2, apis={'cudaMemcpyPeerAsync', 'cudaMemcpyAsync'},
@@ -58,26 +58,16 @@ FIRE = {
     'legacy_stream.memcpy': dict(rule='legacy_stream', also={'sync_memcpy'}, count=1, apis={'cudaMemcpy'},
                                  bytes=BIG, fixed=0, observed=1, streams={'legacy'}),
     'legacy_stream.memset': dict(rule='legacy_stream', also={'sync_memset'}, count=1, apis={'cudaMemset'},
-                                 bytes=BIG, fixed=0, observed=1, streams={'legacy'},
-                                 xfail='cudaMemset on the legacy stream while a blocking stream exists reports only '
-                                       'sync_memset: memset_sync (shim/entry/memset.c) never asks '
-                                       'us_legacy_contended, whereas cudaMemcpy in the same state reports '
-                                       'sync_memcpy and legacy_stream (legacy_stream.memcpy passes)'),
+                                 bytes=BIG, fixed=0, observed=1, streams={'legacy'}),
     'blocking_stream': dict(rule='blocking_stream', count=2, apis={'cudaStreamCreate'}, bytes=0, fixed=0,
                             observed=2, devices={0}),
     'blocking_stream.device1': dict(rule='blocking_stream', count=1, apis={'cudaStreamCreate'}, bytes=0,
                                     fixed=0, observed=1, devices={1}),
     'blocking_stream.second_device': dict(
-        rule='blocking_stream', count=1, apis={'cudaStreamCreate'}, bytes=0, fixed=0, observed=1, devices={1},
-        xfail='legacy work on device 0, then on device 1 (no blocking stream yet), then cudaStreamCreate on '
-              'device 1: no finding. us_legacy_contended (shim/core/watch.c) notes legacy use only once per '
-              'thread (_Thread_local legacy_noted_any) while no blocking stream exists, so device 1 is never '
-              'marked; with device 1 alone it fires (blocking_stream.device1 passes)'),
+        rule='blocking_stream', count=1, apis={'cudaStreamCreate'}, bytes=0, fixed=0, observed=1, devices={1}),
     'blocking_stream.after_memset': dict(
         rule='blocking_stream', also={'sync_memset'}, count=1, apis={'cudaStreamCreate'}, bytes=0, fixed=0,
-        observed=1, devices={0},
-        xfail='a blocking stream created after cudaMemset used the legacy stream: no finding, because '
-              'memset_sync (shim/entry/memset.c) does not note legacy use (us_legacy_contended is not called)'),
+        observed=1, devices={0}),
     'device_alloc_sync': dict(rule='device_alloc_sync', count=1, apis={'cudaFree'}, bytes=0, fixed=0, observed=1),
     'pinned_alloc_sync': dict(rule='pinned_alloc_sync', count=2, apis={'cudaFreeHost', 'cudaHostUnregister'},
                               bytes=0, fixed=0, observed=2),

@@ -43,15 +43,18 @@ static void test_device_out_of_range_is_unknown(void **state)
 static void test_device_blocking_stream_count(void **state)
 {
     (void)state;
-    us_device_note_stream_created(1, true);
-    us_device_note_stream_created(1, true);
     us_device_note_stream_created(1, false); /* non-blocking: not counted */
+    assert_false(us_device_any_blocking_streams());
+    us_device_note_stream_created(1, true);
+    us_device_note_stream_created(1, true);
     assert_int_equal(us_device_blocking_streams(1), 2);
+    assert_true(us_device_any_blocking_streams());
     assert_int_equal(us_device_blocking_streams(0), 0);
     us_device_note_stream_destroyed(1, true);
     us_device_note_stream_destroyed(1, true);
     us_device_note_stream_destroyed(1, true); /* one we never saw created */
     assert_int_equal(us_device_blocking_streams(1), 0);
+    assert_false(us_device_any_blocking_streams());
 }
 
 static void test_device_legacy_use_noted_once(void **state)
