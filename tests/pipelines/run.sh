@@ -13,23 +13,25 @@ here=$(cd "$(dirname "$0")" && pwd)
 cuda=${CUDA_HOME:-/usr/local/cuda}
 shim=$build/libunstall.so
 fake=$build/fakecuda
-work=$build/pipeline-tests
-prog=$work/pipe_tests
 passed=0 failed=0
 
 pass() { echo "PASS $1"; passed=$((passed + 1)); }
 fail() { echo "FAIL $1: $2"; failed=$((failed + 1)); }
 finish() {
     echo "pipelines: $passed passed, $failed failed"
+    if [ "$failed" -eq 0 ]; then rm -rf "$work"; else echo "pipelines: outputs kept in $work"; fi
     [ "$failed" -eq 0 ]
     exit
 }
 
 if [ ! -f "$shim" ] || [ ! -f "$fake/libcudart.so.13" ]; then
     fail build "missing $shim or $fake/libcudart.so.13 (make shim fakecuda)"
-    finish
+    echo "pipelines: $passed passed, $failed failed"
+    exit 1
 fi
-mkdir -p "$work"
+# a directory of its own: runs at the same time do not share a binary
+work=$(mktemp -d "$build/pipeline-tests.XXXXXX") || exit 1
+prog=$work/pipe_tests
 if ! ${CC:-gcc} -std=c11 -D_GNU_SOURCE -O1 -g -Wall -Wextra -Werror -I"$cuda/include" -I"$here/../fakecuda" \
     -o "$prog" "$here/pipe_tests.c" -L"$fake" -lcudart -pthread; then
     fail build "pipe_tests.c does not compile"
