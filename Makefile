@@ -59,7 +59,7 @@ $(SHIM): $(CORE_OBJ) $(ENTRY_OBJ)
 	@! readelf -d $@ | grep -q 'NEEDED.*libcudart' || (echo "error: $@ must not link libcudart" && rm -f $@ && false)
 
 $(CORE_LIB): $(CORE_OBJ)
-	ar rcs $@ $^
+	rm -f $@ && ar rcs $@ $^ # afresh: ar keeps members whose source is gone
 
 .PHONY: deps-checked
 deps-checked:

@@ -5,9 +5,8 @@
  *
  * Default: chunks go device-to-pinned with cudaMemcpyAsync on the user stream
  * (stream order by construction), each followed by its slot's event; the host
- * waits for each chunk's event with us_pipe_wait (polling cudaEventQuery:
- * cudaEventSynchronize holds a lock that other threads' launches need, which
- * is the very stall this pipeline removes), and copies it out with us_hostcopy while the next
+ * waits for each chunk's event with us_pipe_wait (polling cudaEventQuery, see
+ * pipeline_common.h), and copies it out with us_hostcopy while the next
  * `slots` chunks are in flight. The call returns with the data in place, as
  * native does. 3 calls per chunk.
  *

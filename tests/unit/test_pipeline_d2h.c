@@ -88,8 +88,7 @@ static void test_d2h_default_waits_per_chunk_with_slots_in_flight(void **state)
             assert_ptr_equal(fake_cuda.calls[i].stream, s);
     assert_int_equal(fake_cuda_count(FAKE_cudaStreamSynchronize), 0); /* the copy, not the whole stream */
     assert_int_equal(fake_cuda_count(FAKE_cudaLaunchHostFunc), 0);
-    /* never cudaEventSynchronize: it holds a lock other threads' launches
-     * need (seed 004 hung in it on an H200) */
+    /* the waits poll (us_pipe_wait), never cudaEventSynchronize */
     assert_int_equal(fake_cuda_count(FAKE_cudaEventSynchronize), 0);
     /* the slots went back free: the next copy queries only for its own waits */
     unsigned queries = fake_cuda_count(FAKE_cudaEventQuery);
