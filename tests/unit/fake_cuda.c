@@ -1,5 +1,6 @@
 /* fake_cuda.c - see fake_cuda.h. */
 #include "fake_cuda.h"
+#include "staging.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -439,4 +440,19 @@ bool fake_cuda_check(const unsigned char *p, size_t n, unsigned seed)
         if (p[i] != pattern(i, seed))
             return false;
     return true;
+}
+
+void fake_cuda_begin(size_t chunk_bytes, unsigned slots, size_t pinned_max)
+{
+    fake_cuda_reset();
+    fake_cuda_config(chunk_bytes, slots, pinned_max, false);
+    us_staging_reset();
+    fake_cuda_log_capture();
+}
+
+int fake_cuda_teardown(void **state)
+{
+    (void)state;
+    us_log_set_sink(NULL, NULL);
+    return 0;
 }

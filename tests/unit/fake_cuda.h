@@ -96,6 +96,12 @@ void fake_cuda_config(size_t chunk_bytes, unsigned slots, size_t pinned_max, boo
 
 /* Captures the shim's log lines from now on (fake_cuda_log_count reads them). */
 void fake_cuda_log_capture(void);
+
+/* A test's start: the fake reset, the options set (as fake_cuda_config), the
+ * staging pool forgotten, the log captured. fake_cuda_teardown undoes the
+ * capture (a cmocka teardown). */
+void fake_cuda_begin(size_t chunk_bytes, unsigned slots, size_t pinned_max);
+int fake_cuda_teardown(void **state);
 /* Lines captured that contain `text`. */
 unsigned fake_cuda_log_count(const char *text);
 

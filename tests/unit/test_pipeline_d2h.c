@@ -21,17 +21,7 @@
 static int setup(void **state)
 {
     (void)state;
-    fake_cuda_reset();
-    fake_cuda_config(SLOT, 4, 128 * SLOT, false);
-    us_staging_reset();
-    fake_cuda_log_capture();
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    us_log_set_sink(NULL, NULL);
+    fake_cuda_begin(SLOT, 4, 128 * SLOT);
     return 0;
 }
 
@@ -184,13 +174,13 @@ static void test_d2h_errors(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_d2h_data_every_size_class, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_d2h_default_waits_per_chunk_with_slots_in_flight, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_d2h_deferred_lands_in_stream_order, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_d2h_deferred_not_for_sync_api, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_d2h_capture_and_invalid_stream_decline, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_d2h_no_pinned_memory_declines, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_d2h_errors, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_d2h_data_every_size_class, setup, fake_cuda_teardown),
+        cmocka_unit_test_setup_teardown(test_d2h_default_waits_per_chunk_with_slots_in_flight, setup, fake_cuda_teardown),
+        cmocka_unit_test_setup_teardown(test_d2h_deferred_lands_in_stream_order, setup, fake_cuda_teardown),
+        cmocka_unit_test_setup_teardown(test_d2h_deferred_not_for_sync_api, setup, fake_cuda_teardown),
+        cmocka_unit_test_setup_teardown(test_d2h_capture_and_invalid_stream_decline, setup, fake_cuda_teardown),
+        cmocka_unit_test_setup_teardown(test_d2h_no_pinned_memory_declines, setup, fake_cuda_teardown),
+        cmocka_unit_test_setup_teardown(test_d2h_errors, setup, fake_cuda_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -21,17 +21,7 @@
 static int setup(void **state)
 {
     (void)state;
-    fake_cuda_reset();
-    fake_cuda_config(SLOT, 4, 128 * SLOT, false);
-    us_staging_reset();
-    fake_cuda_log_capture();
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    us_log_set_sink(NULL, NULL);
+    fake_cuda_begin(SLOT, 4, 128 * SLOT);
     return 0;
 }
 
@@ -213,16 +203,16 @@ static void test_h2d_error_mid_pipeline_is_returned(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_h2d_data_every_size_class, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_h2d_chunks_on_the_user_stream_without_host_wait, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_h2d_events_on_the_streams_device, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_h2d_larger_than_its_slots_waits_for_its_own_chunks, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_h2d_sync_api_returns_when_done, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_h2d_no_free_slot_declines, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_h2d_capture_declines, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_h2d_no_pinned_memory_declines_once_logged, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_h2d_no_events_declines, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_h2d_error_mid_pipeline_is_returned, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_h2d_data_every_size_class, setup, fake_cuda_teardown),
+        cmocka_unit_test_setup_teardown(test_h2d_chunks_on_the_user_stream_without_host_wait, setup, fake_cuda_teardown),
+        cmocka_unit_test_setup_teardown(test_h2d_events_on_the_streams_device, setup, fake_cuda_teardown),
+        cmocka_unit_test_setup_teardown(test_h2d_larger_than_its_slots_waits_for_its_own_chunks, setup, fake_cuda_teardown),
+        cmocka_unit_test_setup_teardown(test_h2d_sync_api_returns_when_done, setup, fake_cuda_teardown),
+        cmocka_unit_test_setup_teardown(test_h2d_no_free_slot_declines, setup, fake_cuda_teardown),
+        cmocka_unit_test_setup_teardown(test_h2d_capture_declines, setup, fake_cuda_teardown),
+        cmocka_unit_test_setup_teardown(test_h2d_no_pinned_memory_declines_once_logged, setup, fake_cuda_teardown),
+        cmocka_unit_test_setup_teardown(test_h2d_no_events_declines, setup, fake_cuda_teardown),
+        cmocka_unit_test_setup_teardown(test_h2d_error_mid_pipeline_is_returned, setup, fake_cuda_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

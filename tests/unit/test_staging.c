@@ -19,17 +19,7 @@
 static int setup(void **state)
 {
     (void)state;
-    fake_cuda_reset();
-    fake_cuda_config(SLOT, 4, 16 * SLOT, false);
-    us_staging_reset();
-    fake_cuda_log_capture();
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    us_log_set_sink(NULL, NULL);
+    fake_cuda_begin(SLOT, 4, 16 * SLOT);
     return 0;
 }
 
@@ -213,15 +203,15 @@ static void test_staging_concurrent_claims_are_exclusive(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_staging_first_claim_allocates_one_portable_block, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_staging_large_claim_grows_by_what_it_needs, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_staging_bounded_by_pinned_max, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_staging_pending_slot_waits_for_its_event, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_staging_lost_slot_is_never_reused, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_staging_alloc_failure_declines_and_keeps_budget, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_staging_ring_counts_toward_the_budget, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_staging_slot_event_made_on_its_device, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_staging_concurrent_claims_are_exclusive, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_staging_first_claim_allocates_one_portable_block, setup, fake_cuda_teardown),
+        cmocka_unit_test_setup_teardown(test_staging_large_claim_grows_by_what_it_needs, setup, fake_cuda_teardown),
+        cmocka_unit_test_setup_teardown(test_staging_bounded_by_pinned_max, setup, fake_cuda_teardown),
+        cmocka_unit_test_setup_teardown(test_staging_pending_slot_waits_for_its_event, setup, fake_cuda_teardown),
+        cmocka_unit_test_setup_teardown(test_staging_lost_slot_is_never_reused, setup, fake_cuda_teardown),
+        cmocka_unit_test_setup_teardown(test_staging_alloc_failure_declines_and_keeps_budget, setup, fake_cuda_teardown),
+        cmocka_unit_test_setup_teardown(test_staging_ring_counts_toward_the_budget, setup, fake_cuda_teardown),
+        cmocka_unit_test_setup_teardown(test_staging_slot_event_made_on_its_device, setup, fake_cuda_teardown),
+        cmocka_unit_test_setup_teardown(test_staging_concurrent_claims_are_exclusive, setup, fake_cuda_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
