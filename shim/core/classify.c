@@ -7,17 +7,20 @@
 #include "real.h"
 #include "watch.h"
 
-void us_classify_pointer(const void *ptr, struct us_mem *out)
+/* Returns the bytes from ptr to the end of the range the table knows for
+ * it; SIZE_MAX for a pointer the runtime classified (it checks bounds itself,
+ * and the copy it refuses is refused natively); 0 when unknown. */
+static size_t classify_pointer(const void *ptr, struct us_mem *out)
 {
     struct us_range range;
     out->kind = US_MEM_UNKNOWN;
     out->device = -1;
     if (ptr == NULL)
-        return;
+        return 0;
     if (us_ptrtable_lookup((uintptr_t)ptr, &range)) {
         out->kind = range.kind;
         out->device = range.kind == US_MEM_DEVICE ? range.device : -1;
-        return;
+        return range.size - ((uintptr_t)ptr - range.base);
     }
     /* Not allocated through an intercepted call (driver API, VMM segments,
      * plain malloc): ask the runtime. Its answer is not stored: pageable
@@ -25,7 +28,7 @@ void us_classify_pointer(const void *ptr, struct us_mem *out)
     const struct us_real_api *real = us_real();
     struct cudaPointerAttributes attr;
     if (real->cudaPointerGetAttributes == NULL || real->cudaPointerGetAttributes(&attr, ptr) != cudaSuccess)
-        return;
+        return 0;
     switch (attr.type) {
     case cudaMemoryTypeDevice:
         out->kind = US_MEM_DEVICE;
@@ -41,17 +44,12 @@ void us_classify_pointer(const void *ptr, struct us_mem *out)
         out->kind = US_MEM_PAGEABLE;
         break;
     }
+    return SIZE_MAX;
 }
 
-/* Whether [ptr, ptr+bytes) lies inside the range the table knows for ptr.
- * Pointers the runtime classified (not in the table) count as inside: the
- * runtime checks bounds itself, and the copy it refuses is refused natively. */
-static bool within_known_range(const void *ptr, size_t bytes)
+void us_classify_pointer(const void *ptr, struct us_mem *out)
 {
-    struct us_range range;
-    if (!us_ptrtable_lookup((uintptr_t)ptr, &range))
-        return true;
-    return bytes <= range.size - ((uintptr_t)ptr - range.base);
+    classify_pointer(ptr, out);
 }
 
 static bool is_host(enum us_mem_kind kind)
@@ -71,7 +69,8 @@ static bool kind_agrees(enum cudaMemcpyKind kind, bool src_host, bool dst_host)
     }
 }
 
-static enum us_copy_path path_of(const struct us_copy *c)
+/* src_room, dst_room: what classify_pointer returned for each. */
+static enum us_copy_path path_of(const struct us_copy *c, size_t src_room, size_t dst_room)
 {
     const struct us_mem *s = &c->src_mem, *d = &c->dst_mem;
     bool src_host = is_host(s->kind), dst_host = is_host(d->kind);
@@ -84,8 +83,8 @@ static enum us_copy_path path_of(const struct us_copy *c)
     } else if (!kind_agrees(c->kind, src_host, dst_host)) {
         return US_PATH_UNKNOWN;
     }
-    if (!within_known_range(c->src, c->bytes) || !within_known_range(c->dst, c->bytes))
-        return US_PATH_UNKNOWN;
+    if (c->bytes > src_room || c->bytes > dst_room)
+        return US_PATH_UNKNOWN; /* runs past the end of a range the table knows */
     if (src_host && dst_host)
         return US_PATH_H2H;
     if (src_host)
@@ -104,7 +103,7 @@ void us_classify_copy(struct us_copy *c)
     c->path = US_PATH_UNKNOWN;
     if (c->bytes == 0 || c->dst == NULL || c->src == NULL)
         return; /* the native call answers these */
-    us_classify_pointer(c->src, &c->src_mem);
-    us_classify_pointer(c->dst, &c->dst_mem);
-    c->path = path_of(c);
+    size_t src_room = classify_pointer(c->src, &c->src_mem);
+    size_t dst_room = classify_pointer(c->dst, &c->dst_mem);
+    c->path = path_of(c, src_room, dst_room);
 }
