@@ -101,8 +101,12 @@ void us_classify_copy(struct us_copy *c)
     c->stream_kind = us_stream_kind_of(c->stream, us_copy_is_per_thread(c));
 
     c->path = US_PATH_UNKNOWN;
-    if (c->bytes == 0 || c->dst == NULL || c->src == NULL)
-        return; /* the native call answers these */
+    if (c->bytes == 0 || c->dst == NULL || c->src == NULL) {
+        /* the native call answers these; a legacy_stream finding on one
+         * names no device (not the 0 of the entry's initializer) */
+        c->src_mem = c->dst_mem = (struct us_mem){ .kind = US_MEM_UNKNOWN, .device = -1 };
+        return;
+    }
     size_t src_room = classify_pointer(c->src, &c->src_mem);
     size_t dst_room = classify_pointer(c->dst, &c->dst_mem);
     c->path = path_of(c, src_room, dst_room);
