@@ -4,6 +4,7 @@
 
 #include "classify.h"
 #include "config.h"
+#include "context.h"
 #include "findings.h"
 #include "pipeline.h"
 #include "policy.h"
@@ -78,8 +79,12 @@ cudaError_t us_copy_run(struct us_copy *c)
     us_state_note_call();
     us_classify_copy(c);
     const struct us_config *cfg = us_config();
+    struct us_call_facts facts = { .legacy_with_blocking = us_legacy_contended(c->stream_kind) };
+    CUcontext context = NULL;
+    if (c->path == US_PATH_D2D_SAME && us_findings_wanted())
+        facts.context_competes = us_context_competes(c->src_mem.device, &context);
     struct us_decision decision;
-    us_policy_decide(c, cfg, cfg->mode != US_MODE_OFF && us_legacy_contended(c->stream_kind), &decision);
+    us_policy_decide(c, cfg, &facts, &decision);
 
     bool record = decision.rule_count > 0 && us_findings_wanted();
     if (!record && decision.action == US_ACT_NATIVE)
@@ -115,6 +120,7 @@ cudaError_t us_copy_run(struct us_copy *c)
                 .stream_kind = c->stream_kind,
                 .start_ns = start,
                 .held_ns = end - start,
+                .context = context,
                 /* the legacy-stream finding is about the stream, which stays */
                 .fixed = fixed && decision.rules[i] != US_RULE_legacy_stream,
             };

@@ -152,6 +152,8 @@ static void warn_line(const struct us_finding *f, const struct us_site *site, ui
         ADD(" on stream %p (%s)", (void *)f->stream, us_report_stream_kind_name(f->stream_kind));
     else if (f->stream_kind != US_STREAM_USER)
         ADD(" on the %s default stream", us_report_stream_kind_name(f->stream_kind));
+    if (f->context != NULL)
+        ADD(" in context %p", f->context);
     ADD(" held %s%s at %s", us_report_time(f->held_ns, held, sizeof held), f->fixed ? " [fixed]" : "",
         us_callsite_line(site, 3, where, sizeof where));
     if (skipped > 0)
@@ -211,6 +213,7 @@ void us_findings_record(const struct us_finding *f, const struct us_site *site)
             .src_device = f->src_device,
             .dst_device = f->dst_device,
             .stream = (uintptr_t)f->stream,
+            .context = (uintptr_t)f->context,
             .start_ns = f->start_ns,
             .held_ns = f->held_ns,
             .bytes = f->bytes,

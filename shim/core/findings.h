@@ -44,6 +44,7 @@ struct us_finding {
     uint64_t start_ns;        /* us_now_ns() when the call began */
     uint64_t held_ns;         /* how long the call held the caller */
     bool fixed;               /* the shim rewrote the call */
+    const void *context;      /* the issuing CUDA context where a rule depends on it, else NULL */
 };
 
 /* False in mode off: no finding is captured, timed or recorded. */

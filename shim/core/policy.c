@@ -23,7 +23,7 @@ static enum us_action rewrite_for(const struct us_copy *c, const struct us_confi
     }
 }
 
-void us_policy_decide(const struct us_copy *c, const struct us_config *cfg, bool legacy_with_blocking,
+void us_policy_decide(const struct us_copy *c, const struct us_config *cfg, const struct us_call_facts *facts,
                       struct us_decision *out)
 {
     out->action = rewrite_for(c, cfg);
@@ -39,8 +39,13 @@ void us_policy_decide(const struct us_copy *c, const struct us_config *cfg, bool
         if (us_copy_is_sync(c))
             add_rule(out, US_RULE_sync_memcpy);
         break;
+    case US_PATH_D2D_SAME:
+        /* runs as a kernel: waits for a time slice when the other context runs one */
+        if (facts->context_competes)
+            add_rule(out, US_RULE_busy_engine_d2d);
+        break;
     default: break;
     }
-    if (legacy_with_blocking)
+    if (facts->legacy_with_blocking)
         add_rule(out, US_RULE_legacy_stream);
 }

@@ -18,9 +18,14 @@ struct us_decision {
     enum us_rule_id rules[US_MAX_RULES_PER_CALL];
 };
 
-/* legacy_with_blocking: the copy is on the legacy default stream of a device
- * that has blocking streams (the caller looks that up only for legacy copies). */
-void us_policy_decide(const struct us_copy *c, const struct us_config *cfg, bool legacy_with_blocking,
+/* What the caller looked up beyond the classification (only when findings
+ * are wanted, and only for the copies each fact concerns). */
+struct us_call_facts {
+    bool legacy_with_blocking; /* on the legacy stream of a device with blocking streams */
+    bool context_competes;     /* issued from a context other than the device's active primary one */
+};
+
+void us_policy_decide(const struct us_copy *c, const struct us_config *cfg, const struct us_call_facts *facts,
                       struct us_decision *out);
 
 #endif

@@ -389,11 +389,11 @@ char *us_report_json(const struct us_report *r)
         const struct us_report_event *e = &r->events[i];
         buf_printf(&b, "%s\n    {\"finding\": %u, \"rule\": \"%s\", \"start_ns\": %llu, \"held_ns\": %llu, "
                        "\"bytes\": %llu, \"tid\": %d, \"stream\": \"0x%lx\", \"stream_kind\": \"%s\", "
-                       "\"src_device\": %d, \"dst_device\": %d, \"fixed\": %s}",
+                       "\"src_device\": %d, \"dst_device\": %d, \"context\": \"0x%lx\", \"fixed\": %s}",
                    i ? "," : "", e->row, (unsigned)e->rule < US_RULE_COUNT ? us_rules[e->rule].id : "?",
                    (unsigned long long)e->start_ns, (unsigned long long)e->held_ns, (unsigned long long)e->bytes,
                    e->tid, (unsigned long)e->stream, us_report_stream_kind_name(e->stream_kind), e->src_device,
-                   e->dst_device, e->fixed ? "true" : "false");
+                   e->dst_device, (unsigned long)e->context, e->fixed ? "true" : "false");
     }
     buf_printf(&b, "%s],\n  \"spans_dropped\": %llu,\n  \"spans\": [", r->event_count ? "\n  " : "",
                (unsigned long long)r->spans_dropped);

@@ -39,6 +39,7 @@ struct us_report_event {
     int tid;
     int src_device, dst_device;
     uintptr_t stream;
+    uintptr_t context; /* the issuing context where the rule depends on it, else 0 */
     uint64_t start_ns, held_ns, bytes;
 };
 

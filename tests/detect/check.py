@@ -92,10 +92,13 @@ CLEAN = {
     'explicit_sync.clean': 'explicit_sync',
 }
 
-# Rules in rules.def that the shim does not detect yet: their situation must
-# NOT fire them today. When detection lands, move the situation to FIRE.
+# Rules the simulated runtime cannot trigger: their situation must NOT fire
+# them here. busy_engine_d2d needs the driver's contexts (cuCtxGetCurrent and
+# the device's primary context), which fakecuda does not model: a same-device
+# copy in the primary context, as here, is the clean twin; the firing side is
+# tests/unit/test_context.c and test_policy.c, and on a GPU seed 001.
 NOT_DETECTED = {
-    'busy_engine_d2d': 'busy_engine_d2d',  # same-device D2D beside a busy kernel (case D): a later issue
+    'busy_engine_d2d': 'busy_engine_d2d',
 }
 
 # Scenario programs (SCN_QUICK=1): name -> (program and arguments, env, the

@@ -631,10 +631,11 @@ SITUATION(clean_explicit_sync)
     expect_pattern(out, BIG, 15, "after polling cudaEventQuery");
 }
 
-/* busy_engine_d2d is in rules.def but not detected yet (a later issue): a
- * same-device D2D copy on stream B while a 20 ms kernel runs on stream A.
- * check.py asserts that it does NOT fire today, and that nothing of medium
- * or high severity does; once detection lands this becomes its firing case. */
+/* busy_engine_d2d fires for a same-device copy issued from a context other
+ * than the device's active primary one (seed 001); the simulated runtime has
+ * no driver contexts, so this copy in the primary context, beside a 20 ms
+ * kernel on stream A, must NOT fire it (check.py), nor anything of medium or
+ * high severity. The firing side is unit-tested (test_context.c). */
 SITUATION(fire_busy_engine_d2d)
 {
     cudaStream_t a = nb_stream(), b = nb_stream();

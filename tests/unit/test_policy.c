@@ -10,6 +10,8 @@
 
 #include "policy.h"
 
+static const struct us_call_facts no_facts;
+
 static struct us_config default_config(void)
 {
     struct us_config cfg;
@@ -29,13 +31,13 @@ static void test_policy_pageable_h2d_rewritten_above_threshold(void **state)
     struct us_config cfg = default_config();
     struct us_copy c = copy_of(US_PATH_H2D_PAGEABLE, US_API_MEMCPY_ASYNC, cfg.h2d_min_bytes);
     struct us_decision d;
-    us_policy_decide(&c, &cfg, false, &d);
+    us_policy_decide(&c, &cfg, &no_facts, &d);
     assert_int_equal(d.action, US_ACT_H2D);
     assert_int_equal(d.rule_count, 1);
     assert_int_equal(d.rules[0], US_RULE_pageable_h2d);
 
     c.bytes = cfg.h2d_min_bytes - 1;
-    us_policy_decide(&c, &cfg, false, &d);
+    us_policy_decide(&c, &cfg, &no_facts, &d);
     assert_int_equal(d.action, US_ACT_NATIVE);
     assert_int_equal(d.rules[0], US_RULE_pageable_h2d); /* still a finding below the threshold */
 }
@@ -60,7 +62,7 @@ static void test_policy_each_path_maps_to_its_rule_and_pipeline(void **state)
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         struct us_copy c = copy_of(rows[i].path, US_API_MEMCPY_ASYNC, 64u << 20);
         struct us_decision d;
-        us_policy_decide(&c, &cfg, false, &d);
+        us_policy_decide(&c, &cfg, &no_facts, &d);
         assert_int_equal(d.action, rows[i].action);
         assert_int_equal(d.rule_count, rows[i].rule < 0 ? 0 : 1);
         if (rows[i].rule >= 0)
@@ -74,11 +76,11 @@ static void test_policy_sync_copy_of_pinned_memory_is_sync_memcpy(void **state)
     struct us_config cfg = default_config();
     struct us_copy c = copy_of(US_PATH_H2D_PINNED, US_API_MEMCPY, 4096);
     struct us_decision d;
-    us_policy_decide(&c, &cfg, false, &d);
+    us_policy_decide(&c, &cfg, &no_facts, &d);
     assert_int_equal(d.rule_count, 1);
     assert_int_equal(d.rules[0], US_RULE_sync_memcpy);
     c.path = US_PATH_D2D_SAME; /* device to device: cudaMemcpy does not hold the host */
-    us_policy_decide(&c, &cfg, false, &d);
+    us_policy_decide(&c, &cfg, &no_facts, &d);
     assert_int_equal(d.rule_count, 0);
 }
 
@@ -88,7 +90,7 @@ static void test_policy_legacy_stream_adds_a_rule(void **state)
     struct us_config cfg = default_config();
     struct us_copy c = copy_of(US_PATH_D2H_PAGEABLE, US_API_MEMCPY_ASYNC, 1u << 20);
     struct us_decision d;
-    us_policy_decide(&c, &cfg, true, &d);
+    us_policy_decide(&c, &cfg, &(struct us_call_facts){ .legacy_with_blocking = true }, &d);
     assert_int_equal(d.rule_count, 2);
     assert_int_equal(d.rules[0], US_RULE_pageable_d2h);
     assert_int_equal(d.rules[1], US_RULE_legacy_stream);
@@ -103,21 +105,36 @@ static void test_policy_fix_switches_turn_rewrites_off(void **state)
     struct us_decision d;
 
     cfg.fix_peer = false;
-    us_policy_decide(&peer, &cfg, false, &d);
+    us_policy_decide(&peer, &cfg, &no_facts, &d);
     assert_int_equal(d.action, US_ACT_NATIVE);
-    us_policy_decide(&d2h, &cfg, false, &d);
+    us_policy_decide(&d2h, &cfg, &no_facts, &d);
     assert_int_equal(d.action, US_ACT_D2H);
 
     cfg = default_config();
     cfg.fix = false;
-    us_policy_decide(&d2h, &cfg, false, &d);
+    us_policy_decide(&d2h, &cfg, &no_facts, &d);
     assert_int_equal(d.action, US_ACT_NATIVE);
     assert_int_equal(d.rule_count, 1); /* observed, not fixed */
 
     cfg = default_config();
     cfg.peer_min_bytes = (64u << 20) + 1;
-    us_policy_decide(&peer, &cfg, false, &d);
+    us_policy_decide(&peer, &cfg, &no_facts, &d);
     assert_int_equal(d.action, US_ACT_NATIVE);
+}
+
+static void test_policy_same_device_copy_from_a_competing_context(void **state)
+{
+    (void)state;
+    struct us_config cfg = default_config();
+    struct us_copy c = copy_of(US_PATH_D2D_SAME, US_API_MEMCPY_ASYNC, 1u << 20);
+    struct us_decision d;
+    us_policy_decide(&c, &cfg, &(struct us_call_facts){ .context_competes = true }, &d);
+    assert_int_equal(d.action, US_ACT_NATIVE); /* reported, not rewritten */
+    assert_int_equal(d.rule_count, 1);
+    assert_int_equal(d.rules[0], US_RULE_busy_engine_d2d);
+    c.path = US_PATH_D2H_PINNED; /* only same-device copies run as kernels */
+    us_policy_decide(&c, &cfg, &(struct us_call_facts){ .context_competes = true }, &d);
+    assert_int_equal(d.rule_count, 0);
 }
 
 int main(void)
@@ -128,6 +145,7 @@ int main(void)
         cmocka_unit_test(test_policy_sync_copy_of_pinned_memory_is_sync_memcpy),
         cmocka_unit_test(test_policy_legacy_stream_adds_a_rule),
         cmocka_unit_test(test_policy_fix_switches_turn_rewrites_off),
+        cmocka_unit_test(test_policy_same_device_copy_from_a_competing_context),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -193,7 +193,7 @@ static void test_report_json(void **state)
     assert_non_null(strstr(json, "\"site\": {\"python\": [], \"native\": [], \"native_at\": []}"));
     assert_non_null(strstr(json, "{\"finding\": 0, \"rule\": \"pageable_d2h\", \"start_ns\": 5000, \"held_ns\": 600, "
                                  "\"bytes\": 64, \"tid\": 77, \"stream\": \"0x1\", \"stream_kind\": \"legacy\", "
-                                 "\"src_device\": 0, \"dst_device\": -1, \"fixed\": true}"));
+                                 "\"src_device\": 0, \"dst_device\": -1, \"context\": \"0x0\", \"fixed\": true}"));
     assert_non_null(strstr(json, "{\"name\": \"d2h\", \"device\": 2, \"tid\": 78, \"start_ns\": 5100, \"end_ns\": 5500, "
                                  "\"bytes\": 64}"));
     /* balanced braces and brackets outside strings: a cheap validity check */

@@ -1,0 +1,81 @@
+/* context.c - see context.h. */
+#include "context.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+
+#include "device_state.h"
+
+static struct us_driver_api resolved;
+static const struct us_driver_api *_Atomic active_api;
+static pthread_once_t resolve_once = PTHREAD_ONCE_INIT;
+/* the primary context of each device, once seen active; never released by
+ * us (retain and release are paired at lookup) */
+static _Atomic(CUcontext) primary[US_MAX_DEVICES];
+
+static void resolve(void)
+{
+    /* RTLD_NOLOAD: the runtime loaded the driver; never load it ourselves */
+    void *driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+    if (driver != NULL) {
+        *(void **)&resolved.cuCtxGetCurrent = dlsym(driver, "cuCtxGetCurrent");
+        *(void **)&resolved.cuDeviceGet = dlsym(driver, "cuDeviceGet");
+        *(void **)&resolved.cuDevicePrimaryCtxGetState = dlsym(driver, "cuDevicePrimaryCtxGetState");
+        *(void **)&resolved.cuDevicePrimaryCtxRetain = dlsym(driver, "cuDevicePrimaryCtxRetain");
+        *(void **)&resolved.cuDevicePrimaryCtxRelease = dlsym(driver, "cuDevicePrimaryCtxRelease_v2");
+    }
+    const struct us_driver_api *expected = NULL;
+    atomic_compare_exchange_strong(&active_api, &expected, &resolved);
+}
+
+static const struct us_driver_api *driver_api(void)
+{
+    const struct us_driver_api *api = atomic_load_explicit(&active_api, memory_order_acquire);
+    if (api != NULL)
+        return api;
+    pthread_once(&resolve_once, resolve);
+    return atomic_load_explicit(&active_api, memory_order_acquire);
+}
+
+/* The device's primary context if it is active (retained and released at
+ * once: an active primary context stays while the runtime holds it). */
+static CUcontext primary_of(const struct us_driver_api *api, int device)
+{
+    CUcontext known = atomic_load_explicit(&primary[device], memory_order_relaxed);
+    if (known != NULL)
+        return known;
+    CUdevice dev;
+    unsigned flags;
+    int active = 0;
+    CUcontext ctx = NULL;
+    if (api->cuDeviceGet == NULL || api->cuDevicePrimaryCtxGetState == NULL || api->cuDevicePrimaryCtxRetain == NULL ||
+        api->cuDevicePrimaryCtxRelease == NULL || api->cuDeviceGet(&dev, device) != CUDA_SUCCESS ||
+        api->cuDevicePrimaryCtxGetState(dev, &flags, &active) != CUDA_SUCCESS || !active)
+        return NULL;
+    if (api->cuDevicePrimaryCtxRetain(&ctx, dev) != CUDA_SUCCESS)
+        return NULL;
+    api->cuDevicePrimaryCtxRelease(dev);
+    atomic_store_explicit(&primary[device], ctx, memory_order_relaxed);
+    return ctx;
+}
+
+bool us_context_competes(int device, CUcontext *context)
+{
+    *context = NULL;
+    const struct us_driver_api *api = driver_api();
+    if (device < 0 || device >= US_MAX_DEVICES || api->cuCtxGetCurrent == NULL ||
+        api->cuCtxGetCurrent(context) != CUDA_SUCCESS || *context == NULL)
+        return false;
+    CUcontext primary_ctx = primary_of(api, device);
+    return primary_ctx != NULL && primary_ctx != *context;
+}
+
+void us_context_install(const struct us_driver_api *api)
+{
+    pthread_once(&resolve_once, resolve); /* so that a later resolve does not undo this */
+    atomic_store(&active_api, api != NULL ? api : &resolved);
+    for (int d = 0; d < US_MAX_DEVICES; d++)
+        atomic_store(&primary[d], NULL);
+}

@@ -1,0 +1,34 @@
+/* context.h - which CUDA context a call is issued from, for the rule that
+ * depends on it (busy_engine_d2d, case D, seed 001): a same-device copy runs
+ * as a kernel, and when another context of the device holds the compute
+ * engine it waits for a time slice (2 ms by default).
+ *
+ * Asks the driver (libcuda, loaded by the runtime; the shim neither loads
+ * nor links it): the calling thread's current context, and the device's
+ * primary context, remembered per device once it is active. A copy pays one
+ * cuCtxGetCurrent. Anything unknown answers "does not compete". */
+#ifndef UNSTALL_CONTEXT_H
+#define UNSTALL_CONTEXT_H
+
+#include <cuda.h>
+#include <stdbool.h>
+
+struct us_driver_api {
+    CUresult (*cuCtxGetCurrent)(CUcontext *pctx);
+    CUresult (*cuDeviceGet)(CUdevice *device, int ordinal);
+    CUresult (*cuDevicePrimaryCtxGetState)(CUdevice dev, unsigned int *flags, int *active);
+    CUresult (*cuDevicePrimaryCtxRetain)(CUcontext *pctx, CUdevice dev);
+    CUresult (*cuDevicePrimaryCtxRelease)(CUdevice dev);
+};
+
+/* True when the calling thread's current context is not the primary context
+ * of `device` (a runtime ordinal) while that primary context is active: two
+ * contexts share the device's compute engine. *context receives the current
+ * context (NULL when unknown). */
+bool us_context_competes(int device, CUcontext *context);
+
+/* Replace the driver functions (tests); NULL: resolve from libcuda again.
+ * Also forgets the primary contexts remembered. */
+void us_context_install(const struct us_driver_api *api);
+
+#endif

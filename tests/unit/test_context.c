@@ -1,0 +1,125 @@
+/* test_context.c - whether a call comes from a context that competes with
+ * the device's primary context (case D), over a scripted driver. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "context.h"
+
+/* the scripted driver: one current context, device 0's primary context */
+static struct {
+    CUcontext current;
+    CUcontext primary;
+    int primary_active;
+    int retains, releases, state_queries;
+} drv;
+
+static CUresult get_current(CUcontext *pctx) { *pctx = drv.current; return CUDA_SUCCESS; }
+static CUresult device_get(CUdevice *dev, int ordinal)
+{
+    *dev = ordinal;
+    return ordinal < 2 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
+}
+static CUresult primary_state(CUdevice dev, unsigned *flags, int *active)
+{
+    (void)dev;
+    drv.state_queries++;
+    *flags = 0;
+    *active = drv.primary_active;
+    return CUDA_SUCCESS;
+}
+static CUresult primary_retain(CUcontext *pctx, CUdevice dev)
+{
+    (void)dev;
+    drv.retains++;
+    *pctx = drv.primary;
+    return CUDA_SUCCESS;
+}
+static CUresult primary_release(CUdevice dev)
+{
+    (void)dev;
+    drv.releases++;
+    return CUDA_SUCCESS;
+}
+
+static const struct us_driver_api scripted = {
+    .cuCtxGetCurrent = get_current,
+    .cuDeviceGet = device_get,
+    .cuDevicePrimaryCtxGetState = primary_state,
+    .cuDevicePrimaryCtxRetain = primary_retain,
+    .cuDevicePrimaryCtxRelease = primary_release,
+};
+
+static int setup(void **state)
+{
+    (void)state;
+    drv.current = (CUcontext)0x1000;
+    drv.primary = (CUcontext)0x1000;
+    drv.primary_active = 1;
+    drv.retains = drv.releases = drv.state_queries = 0;
+    us_context_install(&scripted);
+    return 0;
+}
+
+static void test_context_primary_does_not_compete(void **state)
+{
+    (void)state;
+    CUcontext ctx;
+    assert_false(us_context_competes(0, &ctx));
+    assert_ptr_equal(ctx, drv.current);
+}
+
+static void test_context_secondary_competes_with_active_primary(void **state)
+{
+    (void)state;
+    CUcontext ctx;
+    drv.current = (CUcontext)0x2000; /* cuCtxCreate'd, as in seed 001 */
+    assert_true(us_context_competes(0, &ctx));
+    assert_ptr_equal(ctx, (CUcontext)0x2000);
+    /* the primary context is remembered: no more driver look-ups */
+    assert_true(us_context_competes(0, &ctx));
+    assert_int_equal(drv.retains, 1);
+    assert_int_equal(drv.releases, 1); /* every retain released */
+    assert_int_equal(drv.state_queries, 1);
+}
+
+static void test_context_secondary_alone_does_not_compete(void **state)
+{
+    (void)state;
+    CUcontext ctx;
+    drv.current = (CUcontext)0x2000;
+    drv.primary_active = 0; /* seed 001's case 1: no other context */
+    assert_false(us_context_competes(0, &ctx));
+    assert_int_equal(drv.retains, 0); /* an inactive primary context is never created */
+    drv.primary_active = 1;           /* it starts later: seen at the next copy */
+    assert_true(us_context_competes(0, &ctx));
+}
+
+static void test_context_unknown_answers_no(void **state)
+{
+    (void)state;
+    CUcontext ctx;
+    drv.current = (CUcontext)0x2000;
+    assert_false(us_context_competes(-1, &ctx));
+    assert_false(us_context_competes(5, &ctx)); /* the driver does not know the device */
+    drv.current = NULL;                         /* no context on this thread */
+    assert_false(us_context_competes(0, &ctx));
+    static const struct us_driver_api none;     /* no driver loaded (the simulated runtime) */
+    us_context_install(&none);
+    drv.current = (CUcontext)0x2000;
+    assert_false(us_context_competes(0, &ctx));
+    assert_null(ctx);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup(test_context_primary_does_not_compete, setup),
+        cmocka_unit_test_setup(test_context_secondary_competes_with_active_primary, setup),
+        cmocka_unit_test_setup(test_context_secondary_alone_does_not_compete, setup),
+        cmocka_unit_test_setup(test_context_unknown_answers_no, setup),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
