@@ -68,10 +68,14 @@ static cudaError_t release(enum us_rule_id rule, const char *api, cudaError_t (*
     struct us_watch w;
     if (!us_watch_begin(&w, rule, api))
         return US_ERR_FORBIDDEN;
+    /* out of the table before the memory is: once freed, another thread may
+     * get the same address from an allocation and insert it */
+    struct us_range gone;
+    bool known = us_ptrtable_remove((uintptr_t)ptr, &gone);
     cudaError_t err = real_fn(ptr);
     us_watch_end(&w, NULL, US_STREAM_USER, us_current_device(), 0);
-    if (err == cudaSuccess)
-        us_ptrtable_remove((uintptr_t)ptr, NULL);
+    if (err != cudaSuccess && known) /* not freed after all */
+        us_ptrtable_insert(gone.base, gone.size, gone.kind, gone.device);
     return err;
 }
 
