@@ -25,7 +25,6 @@ struct block {
 static struct {
     pthread_mutex_t mu;
     struct block *head, *tail; /* oldest first */
-    size_t slot_bytes;         /* fixed at the first claim */
 } pool = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 static atomic_size_t pinned_bytes;
@@ -73,13 +72,19 @@ size_t us_staging_pinned_bytes(void)
     return atomic_load(&pinned_bytes);
 }
 
+/* Fixed at the first use (the pool's slots all have it); an atomic, since
+ * every rewritten copy reads it several times. */
+static atomic_size_t slot_bytes_fixed;
+
 size_t us_staging_slot_bytes(void)
 {
-    pthread_mutex_lock(&pool.mu);
-    if (pool.slot_bytes == 0)
-        pool.slot_bytes = us_config()->chunk_bytes;
-    size_t bytes = pool.slot_bytes;
-    pthread_mutex_unlock(&pool.mu);
+    size_t bytes = atomic_load_explicit(&slot_bytes_fixed, memory_order_relaxed);
+    if (bytes != 0)
+        return bytes;
+    size_t expected = 0;
+    bytes = us_config()->chunk_bytes;
+    if (!atomic_compare_exchange_strong(&slot_bytes_fixed, &expected, bytes))
+        bytes = expected; /* another thread fixed it first */
     return bytes;
 }
 
@@ -194,7 +199,7 @@ void us_staging_reset(void)
 {
     pthread_mutex_lock(&pool.mu);
     pool.head = pool.tail = NULL;
-    pool.slot_bytes = 0;
+    atomic_store(&slot_bytes_fixed, 0);
     atomic_store(&pinned_bytes, 0);
     pthread_mutex_unlock(&pool.mu);
 }
