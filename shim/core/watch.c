@@ -1,6 +1,7 @@
 /* watch.c - see watch.h. */
 #include "watch.h"
 
+#include "classify.h"
 #include "device_state.h"
 #include "real.h"
 #include "state.h"
@@ -68,4 +69,16 @@ bool us_legacy_contended(enum us_stream_kind kind)
     us_device_note_legacy_use(device); /* one relaxed read once noted */
     /* one atomic read spares the per-device lookup in the common case */
     return us_device_any_blocking_streams() && us_device_blocking_streams(device) > 0;
+}
+
+static bool is_host(const void *ptr)
+{
+    struct us_mem mem;
+    us_classify_pointer(ptr, &mem);
+    return mem.kind == US_MEM_PINNED || mem.kind == US_MEM_REGISTERED || mem.kind == US_MEM_PAGEABLE;
+}
+
+bool us_touches_host(const void *dst, const void *src)
+{
+    return is_host(dst) || is_host(src);
 }

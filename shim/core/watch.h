@@ -28,6 +28,11 @@ enum us_stream_kind us_stream_kind_of(cudaStream_t stream, bool per_thread);
  * stream's use on that device either way. */
 bool us_legacy_contended(enum us_stream_kind kind);
 
+/* Whether either pointer is host memory (pinned, registered or pageable), as
+ * classify.c sees it: a synchronous copy that touches the host holds the
+ * caller (sync_memcpy). */
+bool us_touches_host(const void *dst, const void *src);
+
 /* The current device, or -1. */
 int us_current_device(void);
 

@@ -1,6 +1,7 @@
 /* memcpy.c - exported copy functions. Each builds a struct us_copy and hands
  * it to us_copy_run (core/copy.c), which classifies, decides, rewrites or
- * calls the runtime, and records findings. The 2D copies pass through. */
+ * calls the runtime, and records findings. The 2D copies are not rewritten;
+ * the synchronous ones are watched (sync_memcpy). */
 #include "copy.h"
 #include "export.h"
 
@@ -57,23 +58,41 @@ US_EXPORT cudaError_t cudaMemcpyPeerAsync(void *dst, int dstDevice, const void *
     return run_peer(US_API_MEMCPY_PEER_ASYNC, dst, dstDevice, src, srcDevice, count, stream);
 }
 
-/* 2D copies: passed through unchanged (a later capability). */
+/* 2D copies are not rewritten. The synchronous ones that touch host memory
+ * are findings (sync_memcpy): they hold the caller until done. */
+typedef cudaError_t (*memcpy2d_fn)(void *, size_t, const void *, size_t, size_t, size_t, enum cudaMemcpyKind);
+
+static cudaError_t memcpy2d_sync(memcpy2d_fn real_fn, const char *api, bool per_thread, void *dst, size_t dpitch,
+                                 const void *src, size_t spitch, size_t width, size_t height,
+                                 enum cudaMemcpyKind kind)
+{
+    if (real_fn == NULL)
+        return US_ERR_NO_REAL;
+    if (us_passthrough())
+        return real_fn(dst, dpitch, src, spitch, width, height, kind);
+    us_state_note_call();
+    if (width == 0 || height == 0 || !us_findings_wanted() || !us_touches_host(dst, src))
+        return real_fn(dst, dpitch, src, spitch, width, height, kind);
+    struct us_watch w;
+    if (!us_watch_begin(&w, US_RULE_sync_memcpy, api))
+        return US_ERR_FORBIDDEN;
+    cudaError_t err = real_fn(dst, dpitch, src, spitch, width, height, kind);
+    us_watch_end(&w, NULL, per_thread ? US_STREAM_PER_THREAD : US_STREAM_LEGACY, us_current_device(), width * height);
+    return err;
+}
+
 US_EXPORT cudaError_t cudaMemcpy2D(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
                                    size_t height, enum cudaMemcpyKind kind)
 {
-    const struct us_real_api *real = us_real();
-    if (real->cudaMemcpy2D == NULL)
-        return US_ERR_NO_REAL;
-    return real->cudaMemcpy2D(dst, dpitch, src, spitch, width, height, kind);
+    return memcpy2d_sync(us_real()->cudaMemcpy2D, "cudaMemcpy2D", false, dst, dpitch, src, spitch, width, height,
+                         kind);
 }
 
 US_EXPORT cudaError_t cudaMemcpy2D_ptds(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
                                         size_t height, enum cudaMemcpyKind kind)
 {
-    const struct us_real_api *real = us_real();
-    if (real->cudaMemcpy2D_ptds == NULL)
-        return US_ERR_NO_REAL;
-    return real->cudaMemcpy2D_ptds(dst, dpitch, src, spitch, width, height, kind);
+    return memcpy2d_sync(us_real()->cudaMemcpy2D_ptds, "cudaMemcpy2D_ptds", true, dst, dpitch, src, spitch, width,
+                         height, kind);
 }
 
 US_EXPORT cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,

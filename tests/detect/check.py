@@ -44,9 +44,7 @@ FIRE = {
     'sync_memcpy': dict(rule='sync_memcpy', count=2, apis={'cudaMemcpy'}, bytes=2 * BIG, fixed=0, observed=2,
                         streams={'legacy'}),
     'sync_memcpy.2d': dict(rule='sync_memcpy', count=2, apis={'cudaMemcpy2D'}, bytes=SIZE_2D, fixed=0,
-                           observed=2,
-                           xfail='cudaMemcpy2D passes through unchecked for now (shim/entry/memcpy.c; rules.def says so); '
-                                 'the 2D copies land with the copy pipelines\' 2D support'),
+                           observed=2),
     'sync_memset': dict(rule='sync_memset', count=1, apis={'cudaMemset'}, bytes=BIG, fixed=0, observed=1,
                         streams={'legacy'}),
     'staged_peer': dict(rule='staged_peer', count=2, apis={'cudaMemcpyPeerAsync', 'cudaMemcpyAsync'},

@@ -297,8 +297,8 @@ SITUATION(clean_sync_memcpy)
     expect_pattern(back, BIG, 4, "cudaMemcpyAsync pinned round trip");
 }
 
-/* sync_memcpy through cudaMemcpy2D, which rules.def names ("synchronous
- * cudaMemcpy/cudaMemcpy2D"): 64 rows of 4 KiB, pitch 8 KiB */
+/* sync_memcpy through cudaMemcpy2D (pinned memory both ways): 64 rows of
+ * 4 KiB, pitch 8 KiB */
 SITUATION(fire_sync_memcpy_2d)
 {
     size_t width = 4096, pitch = 8192, height = 64;
