@@ -80,13 +80,14 @@ cudaError_t us_copy_run(struct us_copy *c)
     us_classify_copy(c);
     const struct us_config *cfg = us_config();
     struct us_call_facts facts = { .legacy_with_blocking = us_legacy_contended(c->stream_kind) };
+    bool wanted = us_findings_wanted();
     CUcontext context = NULL;
-    if (c->path == US_PATH_D2D_SAME && us_findings_wanted())
+    if (c->path == US_PATH_D2D_SAME && wanted)
         facts.context_competes = us_context_competes(c->src_mem.device, &context);
     struct us_decision decision;
     us_policy_decide(c, cfg, &facts, &decision);
 
-    bool record = decision.rule_count > 0 && us_findings_wanted();
+    bool record = decision.rule_count > 0 && wanted;
     if (!record && decision.action == US_ACT_NATIVE)
         return us_copy_native(c);
 
