@@ -2,9 +2,13 @@
 #include "fake_cuda.h"
 #include "staging.h"
 
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <cmocka.h>
 
 #include "config.h"
 #include "copy.h"
@@ -455,4 +459,25 @@ int fake_cuda_teardown(void **state)
     (void)state;
     us_log_set_sink(NULL, NULL);
     return 0;
+}
+
+bool fake_cuda_copy_checked(bool (*pipeline)(const struct us_copy *, cudaError_t *), int api, size_t bytes,
+                            cudaStream_t stream, int src_device, int dst_device, cudaError_t *result)
+{
+    unsigned char *src = malloc(bytes + 16), *dst = calloc(1, bytes + 16);
+    fake_cuda_fill(src + 3, bytes, (unsigned)bytes);
+    struct us_copy c;
+    fake_cuda_copy(&c, api, dst + 5, dst_device, src + 3, src_device, bytes, stream);
+    bool done = pipeline(&c, result);
+    if (done && *result == cudaSuccess) {
+        assert_true(fake_cuda_check(dst + 5, bytes, (unsigned)bytes));
+        assert_true(fake_cuda_check(src + 3, bytes, (unsigned)bytes)); /* the source is only read */
+        for (size_t i = 0; i < 5; i++)
+            assert_int_equal(dst[i], 0);
+        for (size_t i = bytes + 5; i < bytes + 16; i++)
+            assert_int_equal(dst[i], 0);
+    }
+    free(src);
+    free(dst);
+    return done;
 }

@@ -111,6 +111,12 @@ void fake_cuda_copy(struct us_copy *c, int api, void *dst, int dst_device, const
                     size_t bytes, cudaStream_t stream);
 
 /* A pattern that differs at every offset (seeded), and its check. */
+/* Copies `bytes` from src+3 (src_device; -1: pageable host) to dst+5
+ * (dst_device) through `pipeline`. When it did the copy and succeeded, checks
+ * the data, that the source was only read, and that nothing around the
+ * destination was touched. Returns the pipeline's answer. */
+bool fake_cuda_copy_checked(bool (*pipeline)(const struct us_copy *, cudaError_t *), int api, size_t bytes,
+                            cudaStream_t stream, int src_device, int dst_device, cudaError_t *result);
 void fake_cuda_fill(unsigned char *p, size_t n, unsigned seed);
 bool fake_cuda_check(const unsigned char *p, size_t n, unsigned seed);
 

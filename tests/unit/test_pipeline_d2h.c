@@ -25,24 +25,10 @@ static int setup(void **state)
     return 0;
 }
 
-/* src+3 (device 0) -> dst+5 (pageable); data and surroundings checked. */
+/* src+3 (device 0) -> dst+5 (pageable), checked (fake_cuda_copy_checked). */
 static bool d2h_checked(int api, size_t bytes, cudaStream_t stream, cudaError_t *result)
 {
-    unsigned char *src = malloc(bytes + 16), *dst = calloc(1, bytes + 16);
-    fake_cuda_fill(src + 3, bytes, (unsigned)bytes + 2);
-    struct us_copy c;
-    fake_cuda_copy(&c, api, dst + 5, -1, src + 3, 0, bytes, stream);
-    bool done = us_pipeline_d2h(&c, result);
-    if (done && *result == cudaSuccess) {
-        assert_true(fake_cuda_check(dst + 5, bytes, (unsigned)bytes + 2));
-        for (size_t i = 0; i < 5; i++)
-            assert_int_equal(dst[i], 0);
-        for (size_t i = bytes + 5; i < bytes + 16; i++)
-            assert_int_equal(dst[i], 0);
-    }
-    free(src);
-    free(dst);
-    return done;
+    return fake_cuda_copy_checked(us_pipeline_d2h, api, bytes, stream, 0, -1, result);
 }
 
 static void test_d2h_data_every_size_class(void **state)

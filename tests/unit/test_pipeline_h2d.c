@@ -25,25 +25,10 @@ static int setup(void **state)
     return 0;
 }
 
-/* src+3 (pageable) -> dst+5 (device 0); data and surroundings checked. */
+/* src+3 (pageable) -> dst+5 (device 0), checked (fake_cuda_copy_checked). */
 static bool h2d_checked(int api, size_t bytes, cudaStream_t stream, cudaError_t *result)
 {
-    unsigned char *src = malloc(bytes + 16), *dst = calloc(1, bytes + 16);
-    fake_cuda_fill(src + 3, bytes, (unsigned)bytes + 1);
-    struct us_copy c;
-    fake_cuda_copy(&c, api, dst + 5, 0, src + 3, -1, bytes, stream);
-    bool done = us_pipeline_h2d(&c, result);
-    if (done && *result == cudaSuccess) {
-        assert_true(fake_cuda_check(dst + 5, bytes, (unsigned)bytes + 1));
-        assert_true(fake_cuda_check(src + 3, bytes, (unsigned)bytes + 1)); /* the source is only read */
-        for (size_t i = 0; i < 5; i++)
-            assert_int_equal(dst[i], 0);
-        for (size_t i = bytes + 5; i < bytes + 16; i++)
-            assert_int_equal(dst[i], 0);
-    }
-    free(src);
-    free(dst);
-    return done;
+    return fake_cuda_copy_checked(us_pipeline_h2d, api, bytes, stream, -1, 0, result);
 }
 
 static void test_h2d_data_every_size_class(void **state)

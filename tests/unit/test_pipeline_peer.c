@@ -41,25 +41,10 @@ static int teardown(void **state)
     return 0;
 }
 
-/* Copies `bytes` from src+3 to dst+5 through the pipeline; checks the data
- * and that nothing around it was touched. Returns the pipeline's answer. */
+/* src+3 -> dst+5 across devices, checked (fake_cuda_copy_checked). */
 static bool copy_checked(int api, size_t bytes, cudaStream_t stream, int src_dev, int dst_dev, cudaError_t *result)
 {
-    unsigned char *src = malloc(bytes + 16), *dst = calloc(1, bytes + 16);
-    fake_cuda_fill(src + 3, bytes, (unsigned)bytes);
-    struct us_copy c;
-    fake_cuda_copy(&c, api, dst + 5, dst_dev, src + 3, src_dev, bytes, stream);
-    bool done = us_pipeline_peer(&c, result);
-    if (done && *result == cudaSuccess) {
-        assert_true(fake_cuda_check(dst + 5, bytes, (unsigned)bytes));
-        for (size_t i = 0; i < 5; i++)
-            assert_int_equal(dst[i], 0);
-        for (size_t i = bytes + 5; i < bytes + 16; i++)
-            assert_int_equal(dst[i], 0);
-    }
-    free(src);
-    free(dst);
-    return done;
+    return fake_cuda_copy_checked(us_pipeline_peer, api, bytes, stream, src_dev, dst_dev, result);
 }
 
 static void test_peer_data_every_size_class(void **state)
