@@ -7,7 +7,6 @@
 #include "log.h"
 #include "state.h"
 
-#include <time.h>
 
 /* The runtime functions some pipeline calls. A runtime that lacks one gets
  * no rewrite at all: simpler to reason about than per-pipeline subsets. */
@@ -208,22 +207,17 @@ void us_pipe_release(struct us_pipe_slots *s)
     s->n = 0;
 }
 
-/* Queries at most every 10-50 us: each query takes the driver lock that the
- * program's other threads launch through, so a tight polling loop would
- * bring back the launch stalls this removes (measured: a yield-spin raised
- * another thread's worst launch to 657 us on an H200). In steady state the
- * first query succeeds: the chunk landed while the previous one was copied
- * out. */
+/* cudaEventSynchronize, not a polling loop. Measured on an H100 (driver
+ * 580, CUDA 13.0, tools/bench/smallcopy.sh and case C's launch_latency):
+ * polling cudaEventQuery with nanosleep between queries added the sleep's
+ * timer slack (50 us) to every small copy (a 4-byte pageable D2H took 86 us
+ * against 9 us natively), and another thread's worst kernel launch during a
+ * 256 MiB D2H loop reached 3.1 ms (each query takes the driver lock that
+ * launches go through). Waiting in cudaEventSynchronize: 10 us for the 4-byte
+ * D2H, and that thread's worst launch 0.28 ms (native 0.19-0.24 ms), the
+ * copy loop's throughput unchanged. The wait holds no lock that a launch
+ * needs once the kernel's module is loaded. */
 cudaError_t us_pipe_wait(const struct us_real_api *real, cudaEvent_t event)
 {
-    const long max_sleep_ns = 50000;
-    long sleep_ns = 10000;
-    for (;;) {
-        cudaError_t err = real->cudaEventQuery(event);
-        if (err != cudaErrorNotReady)
-            return err;
-        struct timespec ts = { 0, sleep_ns };
-        nanosleep(&ts, NULL);
-        sleep_ns = sleep_ns * 2 < max_sleep_ns ? sleep_ns * 2 : max_sleep_ns;
-    }
+    return real->cudaEventSynchronize(event);
 }

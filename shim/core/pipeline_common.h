@@ -82,15 +82,9 @@ cudaError_t us_pipe_event_create(int device, int current, cudaEvent_t *out);
 cudaError_t us_pipe_stream_create(int device, int current, cudaStream_t *out);
 
 /* Waits until the shim's own event completed; returns cudaSuccess or the
- * error the event reports. Polls cudaEventQuery rather than calling
- * cudaEventSynchronize, whose behaviour depends on the context's scheduling
- * flags (spin, yield, blocking sync) that the program chose: polling keeps
- * the wait's cost and the other threads' launch latency the same under any
- * of them (measured on an H200: worst launch of another thread 65-147 us
- * against 112-134 us native). A cuda-gdb backtrace once showed the copying
- * thread in cuEventSynchronize and another thread stuck in cuLaunchKernel,
- * but that launch was its kernel's first (lazy module loading): with the
- * module loaded, launches proceed during cudaEventSynchronize too. */
+ * error the event reports: cudaEventSynchronize (pipeline_common.c says what
+ * polling cost). Its cost follows the scheduling flags the program chose
+ * (spin, yield, blocking sync), as the program's own waits do. */
 cudaError_t us_pipe_wait(const struct us_real_api *real, cudaEvent_t event);
 
 /* The error a CUDA call failed with, or `err` when it is cudaSuccess: for

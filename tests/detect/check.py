@@ -25,7 +25,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
 # rules_prog.c's sizes
-BIG = 1 << 20
+BIG = 4 << 20
 SMALL_H2D = 4 << 10
 SMALL_PEER = 64 << 10
 TINY_D2H = 4

@@ -55,21 +55,21 @@ static void test_d2h_default_waits_per_chunk_with_slots_in_flight(void **state)
     assert_true(d2h_checked(US_API_MEMCPY_ASYNC, 10 * SLOT, s, &result));
     assert_int_equal(fake_cuda_count(FAKE_cudaMemcpyAsync), 10);
     assert_int_equal(fake_cuda_count(FAKE_cudaEventRecord), 10);
-    assert_int_equal(fake_cuda_count(FAKE_cudaEventQuery), 10); /* 3 calls per chunk */
+    assert_int_equal(fake_cuda_count(FAKE_cudaEventSynchronize), 10); /* 3 calls per chunk */
     /* 4 chunks queued before the first wait; each later one after a wait */
-    assert_true(fake_cuda_find(FAKE_cudaMemcpyAsync, 3) < fake_cuda_find(FAKE_cudaEventQuery, 0));
-    assert_true(fake_cuda_find(FAKE_cudaMemcpyAsync, 4) > fake_cuda_find(FAKE_cudaEventQuery, 0));
+    assert_true(fake_cuda_find(FAKE_cudaMemcpyAsync, 3) < fake_cuda_find(FAKE_cudaEventSynchronize, 0));
+    assert_true(fake_cuda_find(FAKE_cudaMemcpyAsync, 4) > fake_cuda_find(FAKE_cudaEventSynchronize, 0));
     for (size_t i = 0; i < fake_cuda.ncalls; i++)
         if (fake_cuda.calls[i].fn == FAKE_cudaMemcpyAsync)
             assert_ptr_equal(fake_cuda.calls[i].stream, s);
     assert_int_equal(fake_cuda_count(FAKE_cudaStreamSynchronize), 0); /* the copy, not the whole stream */
     assert_int_equal(fake_cuda_count(FAKE_cudaLaunchHostFunc), 0);
-    /* the waits poll (us_pipe_wait), never cudaEventSynchronize */
-    assert_int_equal(fake_cuda_count(FAKE_cudaEventSynchronize), 0);
-    /* the slots went back free: the next copy queries only for its own waits */
-    unsigned queries = fake_cuda_count(FAKE_cudaEventQuery);
+    /* the waits are on the shim's own events, one per chunk, never on the stream */
+    assert_int_equal(fake_cuda_count(FAKE_cudaEventQuery), 0);
+    /* the slots went back free: the next copy waits only for its own chunks */
+    unsigned waits = fake_cuda_count(FAKE_cudaEventSynchronize);
     assert_true(d2h_checked(US_API_MEMCPY_ASYNC, 10 * SLOT, s, &result));
-    assert_int_equal(fake_cuda_count(FAKE_cudaEventQuery), queries + 10);
+    assert_int_equal(fake_cuda_count(FAKE_cudaEventSynchronize), waits + 10);
 }
 
 static void test_d2h_deferred_lands_in_stream_order(void **state)
@@ -103,7 +103,7 @@ static void test_d2h_deferred_not_for_sync_api(void **state)
     assert_true(d2h_checked(US_API_MEMCPY, 3 * SLOT, NULL, &result));
     assert_int_equal(result, cudaSuccess);
     assert_int_equal(fake_cuda_count(FAKE_cudaLaunchHostFunc), 0);
-    assert_int_equal(fake_cuda_count(FAKE_cudaEventQuery), 3);
+    assert_int_equal(fake_cuda_count(FAKE_cudaEventSynchronize), 3);
 }
 
 static void test_d2h_capture_and_invalid_stream_decline(void **state)

@@ -56,6 +56,7 @@ static void test_h2d_chunks_on_the_user_stream_without_host_wait(void **state)
         if (fake_cuda.calls[i].fn == FAKE_cudaMemcpyAsync || fake_cuda.calls[i].fn == FAKE_cudaEventRecord)
             assert_ptr_equal(fake_cuda.calls[i].stream, s);
     assert_int_equal(fake_cuda_count(FAKE_cudaEventQuery), 0);
+    assert_int_equal(fake_cuda_count(FAKE_cudaEventSynchronize), 0); /* the host waited for nothing */
     assert_int_equal(fake_cuda_count(FAKE_cudaStreamSynchronize), 0);
     assert_int_equal(fake_cuda_count(FAKE_cudaHostAlloc), 1);
 
@@ -84,10 +85,10 @@ static void test_h2d_larger_than_its_slots_waits_for_its_own_chunks(void **state
     cudaError_t result;
     assert_true(h2d_checked(US_API_MEMCPY_ASYNC, 10 * SLOT, s, &result));
     assert_int_equal(result, cudaSuccess);
-    assert_int_equal(fake_cuda_count(FAKE_cudaEventQuery), 6);
+    assert_int_equal(fake_cuda_count(FAKE_cudaEventSynchronize), 6);
     /* each wait is for an event this copy recorded on this stream */
     for (unsigned i = 0; i < 6; i++) {
-        int w = fake_cuda_find(FAKE_cudaEventQuery, i);
+        int w = fake_cuda_find(FAKE_cudaEventSynchronize, i);
         int rec = fake_cuda_find(FAKE_cudaEventRecord, i);
         assert_true(rec < w);
         assert_ptr_equal(fake_cuda.calls[rec].event, fake_cuda.calls[w].event);
@@ -100,7 +101,7 @@ static void test_h2d_sync_api_returns_when_done(void **state)
     cudaError_t result;
     assert_true(h2d_checked(US_API_MEMCPY, 3 * SLOT, NULL, &result));
     assert_int_equal(result, cudaSuccess);
-    int last = fake_cuda_find(FAKE_cudaEventQuery, 0);
+    int last = fake_cuda_find(FAKE_cudaEventSynchronize, 0);
     assert_true(last > fake_cuda_find(FAKE_cudaMemcpyAsync, 2));
     assert_ptr_equal(fake_cuda.calls[fake_cuda_find(FAKE_cudaMemcpyAsync, 0)].stream, cudaStreamLegacy);
     /* an asynchronous failure shows in the result */

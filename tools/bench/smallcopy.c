@@ -1,0 +1,152 @@
+/* smallcopy.c - what a pageable copy costs the caller, size by size, with
+ * the first call of each row kept (no warm-up hides it): the program runs
+ * once natively and once under the shim (tools/bench/smallcopy.sh), and the
+ * two sets of rows are printed side by side.
+ *
+ * Rows run from the smallest size up, so the process's very first copy is
+ * the first call of the first row. Each row: `reps` calls of one form on an
+ * idle GPU, timed on the host around the call (and its synchronize, for the
+ * asynchronous forms):
+ *   h2d        cudaMemcpy host-to-device from malloc memory
+ *   d2h        cudaMemcpy device-to-host into malloc memory
+ *   d2h_async  cudaMemcpyAsync device-to-host on a created stream + cudaStreamSynchronize
+ *   h2d_async  cudaMemcpyAsync host-to-device on a created stream + cudaStreamSynchronize
+ * Output, one line a row:
+ *   SMALLCOPY op=<op> bytes=<n> reps=<r> first_us=<t> median_us=<t> p99_us=<t> max_us=<t> ok=<0|1>
+ * ok: the bytes that came back are the bytes that went (checked after the row).
+ *
+ * Usage: smallcopy [MAX_BYTES [OP...]]   (default 256 MiB, every op; the script
+ * runs one op a process, so that each op's first row holds a first copy)
+ * Environment: SMALLCOPY_REPS (default 400 for rows up to 1 MiB, fewer above,
+ * so that a row moves at most about 4 GiB). */
+#include <cuda_runtime_api.h>
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define CHECK(call)                                                                             \
+    do {                                                                                        \
+        cudaError_t err_ = (call);                                                              \
+        if (err_ != cudaSuccess) {                                                              \
+            fprintf(stderr, "smallcopy: %s failed: %s (line %d)\n", #call, cudaGetErrorName(err_), \
+                    __LINE__);                                                                  \
+            exit(1);                                                                            \
+        }                                                                                       \
+    } while (0)
+
+enum op { OP_H2D, OP_D2H, OP_D2H_ASYNC, OP_H2D_ASYNC, OP_COUNT };
+static const char *const op_name[OP_COUNT] = { "h2d", "d2h", "d2h_async", "h2d_async" };
+
+static double now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static unsigned reps_for(size_t bytes)
+{
+    const char *env = getenv("SMALLCOPY_REPS");
+    if (env != NULL && atoi(env) > 0)
+        return (unsigned)atoi(env);
+    if (bytes <= (1u << 20))
+        return 400;
+    size_t r = ((size_t)4 << 30) / bytes;
+    return r < 5 ? 5 : r > 400 ? 400 : (unsigned)r;
+}
+
+/* A distinct byte pattern per row, so that a stale byte is caught. */
+static void fill(unsigned char *p, size_t n, unsigned seed)
+{
+    uint32_t x = seed * 2654435761u + 1;
+    for (size_t i = 0; i < n; i++) {
+        x = x * 1664525u + 1013904223u;
+        p[i] = (unsigned char)(x >> 24);
+    }
+}
+
+static void row(enum op op, size_t bytes, unsigned char *host, unsigned char *back, void *dev, cudaStream_t s,
+                unsigned seed)
+{
+    unsigned reps = reps_for(bytes);
+    double *t = malloc(reps * sizeof *t);
+    if (t == NULL)
+        exit(1);
+    bool to_device = op == OP_H2D || op == OP_H2D_ASYNC;
+    fill(host, bytes, seed);
+    if (!to_device) { /* the device holds the pattern; the host buffer is poisoned */
+        CHECK(cudaMemcpy(dev, host, bytes, cudaMemcpyHostToDevice));
+        memset(back, 0xa5, bytes);
+    }
+    for (unsigned i = 0; i < reps; i++) {
+        double t0 = now_us();
+        switch (op) {
+        case OP_H2D: CHECK(cudaMemcpy(dev, host, bytes, cudaMemcpyHostToDevice)); break;
+        case OP_D2H: CHECK(cudaMemcpy(back, dev, bytes, cudaMemcpyDeviceToHost)); break;
+        case OP_D2H_ASYNC:
+            CHECK(cudaMemcpyAsync(back, dev, bytes, cudaMemcpyDeviceToHost, s));
+            CHECK(cudaStreamSynchronize(s));
+            break;
+        case OP_H2D_ASYNC:
+            CHECK(cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, s));
+            CHECK(cudaStreamSynchronize(s));
+            break;
+        default: break;
+        }
+        t[i] = now_us() - t0;
+    }
+    if (to_device) /* what landed on the device comes back through a plain copy */
+        CHECK(cudaMemcpy(back, dev, bytes, cudaMemcpyDeviceToHost));
+    int ok = memcmp(host, back, bytes) == 0;
+    double first = t[0];
+    qsort(t, reps, sizeof *t, cmp_double);
+    size_t p99 = (size_t)(0.99 * (reps - 1) + 0.5);
+    printf("SMALLCOPY op=%s bytes=%zu reps=%u first_us=%.1f median_us=%.1f p99_us=%.1f max_us=%.1f ok=%d\n",
+           op_name[op], bytes, reps, first, t[reps / 2], t[p99], t[reps - 1], ok);
+    fflush(stdout);
+    free(t);
+}
+
+int main(int argc, char **argv)
+{
+    size_t max_bytes = argc > 1 ? strtoull(argv[1], NULL, 0) : (size_t)256 << 20;
+    static const size_t sizes[] = { 4, 4 << 10, 64 << 10, 256 << 10, 1 << 20, 2 << 20, 4 << 20, 16 << 20, 64 << 20, 256 << 20 };
+    size_t largest = 4;
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+        if (sizes[i] <= max_bytes)
+            largest = sizes[i];
+    unsigned char *host = malloc(largest), *back = malloc(largest);
+    if (host == NULL || back == NULL)
+        return 1;
+    memset(host, 0, largest); /* pages mapped before timing, natively and under the shim alike */
+    memset(back, 0, largest);
+    void *dev;
+    cudaStream_t s;
+    CHECK(cudaMalloc(&dev, largest));
+    CHECK(cudaStreamCreate(&s));
+    unsigned seed = 1;
+    for (int op = 0; op < OP_COUNT; op++) {
+        bool wanted = argc <= 2;
+        for (int a = 2; a < argc; a++)
+            wanted |= strcmp(argv[a], op_name[op]) == 0;
+        if (!wanted)
+            continue;
+        for (size_t i = 0; i < sizeof sizes / sizeof sizes[0] && sizes[i] <= max_bytes; i++)
+            row((enum op)op, sizes[i], host, back, dev, s, seed++);
+    }
+    CHECK(cudaStreamDestroy(s));
+    CHECK(cudaFree(dev));
+    free(host);
+    free(back);
+    return 0;
+}
