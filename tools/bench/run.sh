@@ -43,3 +43,6 @@ cuda=${CUDA_HOME:-/usr/local/cuda}
 cat "$report"
 echo
 echo "bench: written to $report"
+echo
+echo "bench: small copies, 4 B to 256 MiB, natively and under the shim (tools/bench/smallcopy.sh)"
+sh "$here/smallcopy.sh" "$build" | tee "$build/smallcopy.md"
