@@ -36,6 +36,13 @@ SCN_BIN   := $(SCN_SRC:tests/scenarios/%.c=$(BUILD)/scenarios/%)
 SCN_GPU_BIN := $(SCN_SRC:tests/scenarios/%.c=$(BUILD)/gpu/%)
 SCN_DEPS  := $(SCN_COMMON) $(wildcard tests/scenarios/*.h)
 
+# conformance programs (tests/conformance): one per rule fakecuda models, built
+# over fakecuda for CI and over the real runtime for make conformance-gpu
+CONF_SRC  := $(filter-out tests/conformance/conform.c tests/conformance/kernels_fake.c,$(wildcard tests/conformance/*.c))
+CONF_BIN  := $(CONF_SRC:tests/conformance/%.c=$(BUILD)/conformance/fake/%)
+CONF_GPU_BIN := $(CONF_SRC:tests/conformance/%.c=$(BUILD)/conformance/gpu/%)
+CONF_DEPS := tests/conformance/conform.c tests/conformance/conform.h
+
 BENCH_SRC := $(wildcard tools/bench/*.c)
 
 .PHONY: all shim fakecuda scenarios check unit demo gpu-test bench deps clean docs
@@ -98,9 +105,29 @@ $(BUILD)/gpu/kernels.o: tests/scenarios/kernels.cu
 $(BUILD)/gpu/case_%: tests/scenarios/case_%.c $(SCN_DEPS) $(BUILD)/gpu/kernels.o
 	$(CC) $(CPPFLAGS) $(CFLAGS) -Itests/scenarios $< $(SCN_COMMON) $(BUILD)/gpu/kernels.o -o $@ -L$(CUDA_HOME)/lib64 -lcudart -lstdc++ -pthread -lm -Wl,-rpath,$(CUDA_HOME)/lib64
 
+# --- conformance programs: fakecuda (CI) and real GPU builds of the same source ---
+$(BUILD)/conformance/fake/%: tests/conformance/%.c $(CONF_DEPS) tests/conformance/kernels_fake.c $(FAKE_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $< tests/conformance/conform.c tests/conformance/kernels_fake.c -o $@ -L$(FAKE_DIR) -lcudart -pthread -Wl,-rpath,'$$ORIGIN/../../fakecuda'
+
+$(BUILD)/conformance/gpu/kernels.o: tests/conformance/kernels.cu tests/conformance/conform.h
+	@mkdir -p $(dir $@)
+	$(NVCC) -O2 -arch=sm_90 -Xcompiler -fPIC -c $< -o $@
+
+$(BUILD)/conformance/gpu/%: tests/conformance/%.c $(CONF_DEPS) $(BUILD)/conformance/gpu/kernels.o
+	$(CC) $(CPPFLAGS) $(CFLAGS) $< tests/conformance/conform.c $(BUILD)/conformance/gpu/kernels.o -o $@ -L$(CUDA_HOME)/lib64 -lcudart -lstdc++ -pthread -Wl,-rpath,$(CUDA_HOME)/lib64
+
+.PHONY: conformance conformance-gpu
+conformance: $(CONF_BIN)
+	@sh tests/conformance/run.sh $(BUILD)/conformance/fake
+
+# needs only gcc, nvcc and a GPU (no cmocka, no uthash)
+conformance-gpu: $(CONF_GPU_BIN)
+	@sh tests/conformance/run.sh $(BUILD)/conformance/gpu
+
 # --- tests ------------------------------------------------------------------------
 check: deps
-	@$(MAKE) --no-print-directory all $(CORE_LIB) $(UNIT_BIN) $(FAKE_TEST_BIN)
+	@$(MAKE) --no-print-directory all $(CORE_LIB) $(UNIT_BIN) $(FAKE_TEST_BIN) $(CONF_BIN)
 	@sh tests/run-all.sh $(BUILD)
 
 unit: $(UNIT_BIN)
@@ -112,7 +139,7 @@ docs:
 demo: deps
 	@sh tools/demo.sh $(BUILD)
 
-gpu-test: shim $(SCN_GPU_BIN)
+gpu-test: shim $(SCN_GPU_BIN) $(CONF_GPU_BIN)
 	@sh tests/gpu/run.sh $(BUILD)
 
 bench: shim $(SCN_GPU_BIN)

@@ -39,8 +39,8 @@ struct us_lane {
     cudaStream_t d2h;        /* on src_device */
     cudaStream_t h2d;        /* on dst_device */
     cudaEvent_t start;       /* stream_device: recorded on the user stream */
-    cudaEvent_t gate_src;    /* src_device: its legacy stream (cudaMemcpyPeer) */
-    cudaEvent_t gate_dst;    /* dst_device: its legacy stream (cudaMemcpyPeer) */
+    cudaEvent_t gate_src;    /* src_device: its legacy stream (copies on the legacy stream) */
+    cudaEvent_t gate_dst;    /* dst_device: its legacy stream (copies on the legacy stream) */
     cudaEvent_t done;        /* dst_device: after the last H2D of a copy */
     cudaEvent_t filled[US_LANE_MAX_SLOTS]; /* src_device: chunk in the ring */
     cudaEvent_t freed[US_LANE_MAX_SLOTS];  /* dst_device: chunk out of the ring */

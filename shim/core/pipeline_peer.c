@@ -5,8 +5,10 @@
  * Through the lane of (user stream, source, destination) (lanes.h):
  *
  *   user stream:  ... record(start) .................................. wait(done) ...
- *   D2H (src):        wait(start) [wait(prev done)] | [wait(freed[k])] D2H chunk->ring[k] record(filled[k]) | ...
+ *   D2H (src):        wait(start) [wait(prev done)] [wait(gate)] | [wait(freed[k])] D2H chunk->ring[k] record(filled[k]) | ...
  *   H2D (dst):                                      | wait(filled[k]) H2D ring[k]->chunk [record(freed[k])] | ... record(done)
+ *   legacy stream of the other device (user stream legacy only):
+ *                     record(gate) ..................................... wait(done) ...
  *
  * Every wait is GPU-side; the host never waits on the asynchronous path. The
  * ring has `slots` slots of chunk_bytes; a large copy moves in larger chunks
@@ -34,24 +36,65 @@ static cudaError_t lane_error(const struct us_real_api *real, const struct us_la
     return cudaSuccess;
 }
 
-/* cudaMemcpyPeer is serialized with the legacy streams of the source and
- * destination devices too: the D2H stream waits for them. */
+/* A copy on the legacy stream (cudaMemcpy, cudaMemcpyPeer, stream 0 or
+ * cudaStreamLegacy of the plain entries) is serialized with the legacy
+ * streams, hence the blocking streams, of the source and destination devices
+ * too, whichever is current (design.md, "Cross-device ordering"): the D2H
+ * stream waits for their earlier work, and their later work waits for the
+ * copy. The user stream is the current device's legacy stream: `start` and
+ * the final wait cover that one. Fills `devices` (and their gate events) with
+ * the others; returns how many. */
+static int legacy_others(const struct us_pipe *p, const struct us_lane *l, int devices[2], cudaEvent_t gates[2])
+{
+    int n = 0;
+    if (p->stream != cudaStreamLegacy) /* us_copy_stream made "0" of a plain entry explicit */
+        return 0;
+    if (l->key.src_device != p->stream_device) {
+        devices[n] = l->key.src_device;
+        gates[n++] = l->gate_src;
+    }
+    if (l->key.dst_device != p->stream_device && l->key.dst_device != l->key.src_device) {
+        devices[n] = l->key.dst_device;
+        gates[n++] = l->gate_dst;
+    }
+    return n;
+}
+
+/* The D2H stream waits for the earlier work of the other devices' legacy streams. */
 static cudaError_t gate_on_legacy(const struct us_pipe *p, const struct us_lane *l)
 {
     const struct us_real_api *real = p->real;
-    const int devices[2] = {l->key.src_device, l->key.dst_device};
-    const cudaEvent_t events[2] = {l->gate_src, l->gate_dst};
+    int devices[2];
+    cudaEvent_t gates[2];
+    int n = legacy_others(p, l, devices, gates);
     cudaError_t err = cudaSuccess;
-    for (int i = 0; i < 2 && err == cudaSuccess; i++) {
-        if (devices[i] == p->stream_device)
-            continue; /* its legacy stream is the user stream: start covers it */
+    for (int i = 0; i < n && err == cudaSuccess; i++) {
         err = real->cudaSetDevice(devices[i]);
         if (err != cudaSuccess)
             break;
-        err = real->cudaEventRecord(events[i], cudaStreamLegacy);
+        err = real->cudaEventRecord(gates[i], cudaStreamLegacy);
         err = us_pipe_first(err, real->cudaSetDevice(p->current_device));
         if (err == cudaSuccess)
-            err = real->cudaStreamWaitEvent(l->d2h, events[i], 0);
+            err = real->cudaStreamWaitEvent(l->d2h, gates[i], 0);
+    }
+    return err;
+}
+
+/* The other devices' legacy streams wait for the copy before their later
+ * work (GPU-side: the host never waits). */
+static cudaError_t legacy_follows(const struct us_pipe *p, const struct us_lane *l)
+{
+    const struct us_real_api *real = p->real;
+    int devices[2];
+    cudaEvent_t gates[2];
+    int n = legacy_others(p, l, devices, gates);
+    cudaError_t err = cudaSuccess;
+    for (int i = 0; i < n && err == cudaSuccess; i++) {
+        err = real->cudaSetDevice(devices[i]);
+        if (err != cudaSuccess)
+            break;
+        err = real->cudaStreamWaitEvent(cudaStreamLegacy, l->done, 0);
+        err = us_pipe_first(err, real->cudaSetDevice(p->current_device));
     }
     return err;
 }
@@ -66,7 +109,7 @@ static bool gate(const struct us_pipe *p, struct us_lane *l)
         err = real->cudaStreamWaitEvent(l->d2h, l->start, 0);
     if (err == cudaSuccess && l->used)
         err = real->cudaStreamWaitEvent(l->d2h, l->done, 0);
-    if (err == cudaSuccess && p->copy->api == US_API_MEMCPY_PEER)
+    if (err == cudaSuccess)
         err = gate_on_legacy(p, l);
     if (err != cudaSuccess)
         us_log_once(&logged_start, US_LOG_INFO, "cannot order the shim's streams after the copy's stream (%s): "
@@ -138,6 +181,8 @@ static bool issue(const struct us_pipe *p, struct us_lane *l, cudaError_t *resul
     err = us_pipe_first(err, done);
     if (err == cudaSuccess)
         err = real->cudaStreamWaitEvent(p->stream, l->done, 0);
+    if (err == cudaSuccess)
+        err = legacy_follows(p, l);
     /* On a failure the user stream is not made to wait: the call failed, as
      * the native one would have, and no event it waits for is left unrecorded. */
     *result = err;

@@ -10,7 +10,9 @@
  *   C  pageable D2H: the caller is held, and holds the API lock all along;
  *   D  same-device D2D: waits for a time slice while another stream's kernel
  *      runs on the device;
- *   E  the legacy stream's ordering (stream.c, at submission).
+ *   E  the legacy stream's ordering (stream.c, at submission); a copy on a
+ *      legacy stream touching another device's memory is ordered with that
+ *      device's legacy stream as well (legacy_other_devices).
  * A copy op memcpy's the bytes, then sleeps for what is left of its time. */
 #include "fc.h"
 
@@ -169,6 +171,28 @@ static enum fc_path copy_path(const struct fc_mem_info *s, const struct fc_mem_i
     return peer ? FC_PATH_PEER : FC_PATH_STAGED;
 }
 
+/* A copy on a legacy stream that touches memory of other devices is
+ * serialized with those devices' legacy streams too (hence with their
+ * blocking streams): it waits for their earlier work, and their later work
+ * waits for it. Measured on H200s for the earlier work (design.md,
+ * "Cross-device ordering": cudaMemcpy and cudaMemcpyPeer D2D with either
+ * device current); cudaMemcpyPeer's documentation says "serialized with
+ * respect to all pending and future asynchronous work" of the current, source
+ * and destination devices. Per-thread and created streams order with nothing
+ * on other devices. Fills `out` with those devices; returns how many. */
+static int legacy_other_devices(const struct fc_stream *s, const struct fc_mem_info *sm,
+                                const struct fc_mem_info *dm, int out[2])
+{
+    int n = 0;
+    if (s->kind != FC_STREAM_LEGACY)
+        return 0;
+    if (sm->kind == FC_MEM_DEVICE && sm->device != s->device)
+        out[n++] = sm->device;
+    if (dm->kind == FC_MEM_DEVICE && dm->device != s->device && (n == 0 || out[0] != dm->device))
+        out[n++] = dm->device;
+    return n;
+}
+
 /* How the calling thread is held. */
 enum fc_hold {
     FC_HOLD_NONE,     /* returns once queued */
@@ -248,12 +272,7 @@ static cudaError_t do_copy(const struct fc_copy_args *a)
     pthread_mutex_lock(&fc_g.mu);
     struct fc_stream *s;
     bool queued = false;
-    if (a->peer_api && a->sync)
-        /* cudaMemcpyPeer: serialized with the work of the current, source and
-         * destination devices (their legacy streams' ordering) */
-        err = fc_stream_get(cudaStreamLegacy, false, &s);
-    else
-        err = fc_stream_get(a->stream, a->per_thread, &s);
+    err = fc_stream_get(a->stream, a->per_thread, &s); /* cudaMemcpyPeer: stream 0, the legacy one */
     if (err == cudaSuccess && s->capture != NULL) {
         if (a->sync) { /* a synchronous copy cannot be captured */
             s->capture->invalidated = true;
@@ -262,14 +281,16 @@ static cudaError_t do_copy(const struct fc_copy_args *a)
             fc_stat_add(captured_ops, 1);
         }
     } else if (err == cudaSuccess) {
-        if (a->peer_api && a->sync) {
-            fc_op_wait_device_locked(op, a->src_device, s);
-            fc_op_wait_device_locked(op, a->dst_device, s);
-        }
+        int others[2];
+        int nothers = legacy_other_devices(s, &sm, &dm, others);
+        for (int i = 0; i < nothers; i++)
+            fc_op_wait_device_locked(op, others[i], s);
         struct fc_dep *last = &fc_g.last_staged;
         if (path == FC_PATH_STAGED && last->stream != NULL)
             fc_op_add_dep(op, last->stream, last->seq); /* one staging queue for the process */
         uint64_t seq = fc_submit_locked(s, op);
+        for (int i = 0; i < nothers; i++)
+            fc_legacy_follow_locked(others[i], s, seq);
         if (path == FC_PATH_STAGED)
             *last = (struct fc_dep){s, seq};
         if (hold != FC_HOLD_NONE)

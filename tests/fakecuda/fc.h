@@ -245,6 +245,9 @@ void fc_op_add_dep(struct fc_op *op, struct fc_stream *s, uint64_t seq);
 /* Under fc_g.mu: op waits for the earlier work of a device's legacy and
  * blocking streams (but `self`): what legacy-stream work waits for. */
 void fc_op_wait_device_locked(struct fc_op *op, int device, const struct fc_stream *self);
+/* Under fc_g.mu: device's legacy stream (and so its blocking streams) waits
+ * for op seq of stream s before its later work: a marker op on it. */
+void fc_legacy_follow_locked(int device, struct fc_stream *s, uint64_t seq);
 /* Under fc_g.mu: adds the legacy-stream dependencies, applies armed faults,
  * queues the op on s and starts s's worker if needed. Returns its seq. */
 uint64_t fc_submit_locked(struct fc_stream *s, struct fc_op *op);

@@ -224,6 +224,13 @@ uint64_t fc_submit_locked(struct fc_stream *s, struct fc_op *op)
     return op->seq;
 }
 
+void fc_legacy_follow_locked(int device, struct fc_stream *s, uint64_t seq)
+{
+    struct fc_op *marker = fc_op_new(NULL);
+    fc_op_add_dep(marker, s, seq);
+    fc_submit_locked(fc_g.dev[device].legacy, marker);
+}
+
 void fc_wait_locked(struct fc_stream *s, uint64_t seq)
 {
     while (s->completed < seq)

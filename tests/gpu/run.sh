@@ -2,7 +2,9 @@
 # make gpu-test: on a GPU machine, the GPU builds of the scenario programs
 # (BUILD_DIR/gpu/case_*) natively, under the shim in pass-through mode
 # (UNSTALL_FIX=0) and fixing; then tests/torch/smoke.py natively and under
-# the shim in both modes. Checks data ok=1 everywhere and no extra failures
+# the shim in both modes; the conformance programs (tests/conformance, BUILD_DIR/
+# conformance/gpu) natively and under the shim against tests/conformance/expected.txt.
+# Checks data ok=1 everywhere and no extra failures
 # in pass-through (tests/gpu/check.py), then prints the figures side by side
 # (tools/bench/table.py; make bench is the place for the performance table).
 # Needs gcc, nvcc and (for the smoke test) python3 with torch; no cmocka,
@@ -27,6 +29,16 @@ echo "gpu-test: $(nvidia-smi -L | wc -l) GPU(s): $(nvidia-smi -L | head -1)"
 echo "gpu-test: scenario programs (modes: $modes)"
 sh "$here/runner.sh" "$build" "$out" "$modes" || exit 1
 
+echo "gpu-test: conformance programs (tests/conformance; natively, then under the shim)"
+conf_rc=0
+mkdir -p "$out"
+sh "$root/tests/conformance/run.sh" "$build/conformance/gpu" >"$out/conformance-native.txt" 2>&1 || conf_rc=1
+CONFORM_SHIM=$shim sh "$root/tests/conformance/run.sh" "$build/conformance/gpu" >"$out/conformance-shim.txt" 2>&1 || conf_rc=1
+for f in "$out/conformance-native.txt" "$out/conformance-shim.txt"; do
+    echo "  $(basename "$f" .txt): $(tail -1 "$f")"
+    grep -e '^FAIL' -e '^SKIP' "$f" | sed 's/^/    /'
+done
+
 echo "gpu-test: PyTorch smoke test"
 for mode in $modes; do
     dir=$out/$mode
@@ -46,6 +58,7 @@ done
 echo
 python3 "$here/check.py" "$out"
 rc=$?
+[ "$conf_rc" -ne 0 ] && rc=1
 echo
 python3 "$root/tools/bench/table.py" --all "$out/native" "$out/shim" 2>/dev/null || true
 echo "gpu-test: outputs in $out"

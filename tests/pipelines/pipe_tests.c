@@ -116,6 +116,8 @@ static cudaError_t launch_check(cudaStream_t s, const unsigned char *p, size_t n
     return cudaLaunchKernel((const void *)check_kernel, one, one, args, 0, s);
 }
 
+static void write_words_kernel(void **args); /* cross-device tests, below */
+
 static void register_kernels(void)
 {
     size_t sleep_sizes[] = {sizeof(double)};
@@ -124,6 +126,8 @@ static void register_kernels(void)
     fakecuda_register_kernel((const void *)sleep_kernel, 1, sleep_sizes);
     fakecuda_register_kernel((const void *)write_kernel, 4, write_sizes);
     fakecuda_register_kernel((const void *)check_kernel, 4, check_sizes);
+    size_t words_sizes[] = {sizeof(void *), sizeof(size_t), sizeof(uint32_t), sizeof(double)};
+    fakecuda_register_kernel((const void *)write_words_kernel, 4, words_sizes);
 }
 
 static void *dev_alloc(int device, size_t bytes)
@@ -350,6 +354,191 @@ static bool t_order(void)
     CUDA(cudaMemcpyAsync(b, a, n, cudaMemcpyDefault, s));
     CUDA(cudaDeviceSynchronize());
     CHECK(mismatch(b, n, 14) < 0, "%s", "cudaDeviceSynchronize returned before the peer copy landed");
+    return true;
+}
+
+/* --- cross-device ordering of the legacy stream (issue 8, item 1) ------------------- */
+
+/* A copy on the legacy stream between two devices serializes with the legacy
+ * streams, hence the blocking streams, of both devices, whichever is current
+ * (design.md, "Cross-device ordering"; cudaMemcpyPeer's documentation): it
+ * waits for their earlier work, and their later work waits for it. The
+ * per-thread default stream is a blocking stream of the current device only:
+ * a copy on it does not wait for another stream's work. 4 MiB of random
+ * words, checked word by word. */
+#define XDEV_WORDS (1u << 20)
+
+enum xdev_api { X_MEMCPY, X_PEER, X_ASYNC_0, X_ASYNC_LEGACY, X_PEER_ASYNC_0, X_NAPIS };
+static const char *const xdev_api_names[X_NAPIS] = {
+    "cudaMemcpy", "cudaMemcpyPeer", "cudaMemcpyAsync(0)", "cudaMemcpyAsync(cudaStreamLegacy)",
+    "cudaMemcpyPeerAsync(0)",
+};
+
+static uint32_t xdev_seed; /* random per run, printed on a failure */
+
+static uint32_t word(size_t i, uint32_t seed)
+{
+    uint64_t z = (uint64_t)i * 0x9E3779B97F4A7C15u + seed;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9u;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBu;
+    return (uint32_t)(z ^ (z >> 31));
+}
+
+static void fill_words(uint32_t *p, size_t n, uint32_t seed)
+{
+    for (size_t i = 0; i < n; i++)
+        p[i] = word(i, seed);
+}
+
+static size_t words_right(const uint32_t *p, size_t n, uint32_t seed)
+{
+    size_t right = 0;
+    for (size_t i = 0; i < n; i++)
+        right += p[i] == word(i, seed);
+    return right;
+}
+
+static void write_words_kernel(void **args) /* (uint32_t *p, size_t n, uint32_t seed, double us) */
+{
+    fakecuda_sleep_us(*(double *)args[3]);
+    fill_words(*(uint32_t **)args[0], *(size_t *)args[1], *(uint32_t *)args[2]);
+}
+
+static cudaError_t launch_write_words(cudaStream_t s, uint32_t *p, size_t n, uint32_t seed, double us)
+{
+    void *args[] = {&p, &n, &seed, &us};
+    return cudaLaunchKernel((const void *)write_words_kernel, one, one, args, 0, s);
+}
+
+/* d1 <- d0 (d0 on device 0, d1 on device 1) through `api`, device `current` current. */
+static cudaError_t xdev_copy(enum xdev_api api, int current, uint32_t *d1, const uint32_t *d0)
+{
+    size_t bytes = XDEV_WORDS * sizeof(uint32_t);
+    cudaError_t err = cudaSetDevice(current);
+    if (err != cudaSuccess)
+        return err;
+    switch (api) {
+    case X_MEMCPY: return cudaMemcpy(d1, d0, bytes, cudaMemcpyDeviceToDevice);
+    case X_PEER: return cudaMemcpyPeer(d1, 1, d0, 0, bytes);
+    case X_ASYNC_0: return cudaMemcpyAsync(d1, d0, bytes, cudaMemcpyDeviceToDevice, 0);
+    case X_ASYNC_LEGACY: return cudaMemcpyAsync(d1, d0, bytes, cudaMemcpyDefault, cudaStreamLegacy);
+    case X_PEER_ASYNC_0: return cudaMemcpyPeerAsync(d1, 1, d0, 0, bytes, 0);
+    default: return cudaErrorInvalidValue;
+    }
+}
+
+static bool both_devices_synchronize(void)
+{
+    for (int dev = 0; dev < 2; dev++) {
+        CUDA(cudaSetDevice(dev));
+        CUDA(cudaDeviceSynchronize());
+    }
+    CUDA(cudaSetDevice(0));
+    return true;
+}
+
+/* Earlier work: a kernel on device 0's blocking stream writes the source, a
+ * kernel on device 1's blocking stream writes junk into the destination; the
+ * copy lands after both. The other device's kernel is the long one, so that
+ * a copy ordered only with the current device's streams is caught every time. */
+static bool t_cross_device_before(void)
+{
+    size_t bytes = XDEV_WORDS * sizeof(uint32_t);
+    uint32_t *d0 = dev_alloc(0, bytes), *d1 = dev_alloc(1, bytes);
+    cudaStream_t s0 = stream_on(0, cudaStreamDefault), s1 = stream_on(1, cudaStreamDefault);
+    CHECK(d0 != NULL && d1 != NULL && s0 != NULL && s1 != NULL, "%s", "allocation");
+    for (int api = 0; api < X_NAPIS; api++) {
+        for (int current = 0; current < 2; current++) {
+            uint32_t old = xdev_seed + 1, fresh = xdev_seed + 2, junk = xdev_seed + 3;
+            fill_words(d0, XDEV_WORDS, old); /* device memory is host memory in fakecuda */
+            memset(d1, 0, bytes);
+            CUDA(launch_write_words(s0, d0, XDEV_WORDS, fresh, current == 0 ? 20000 : 200000));
+            CUDA(launch_write_words(s1, d1, XDEV_WORDS, junk, current == 1 ? 20000 : 200000));
+            cudaError_t err = xdev_copy(api, current, d1, d0);
+            CHECK(err == cudaSuccess, "%s, current device %d: %s", xdev_api_names[api], current,
+                  cudaGetErrorName(err));
+            if (!both_devices_synchronize())
+                return false;
+            size_t right = words_right(d1, XDEV_WORDS, fresh);
+            CHECK(right == XDEV_WORDS, "%s, current device %d: %zu of %u words right (seed %u)",
+                  xdev_api_names[api], current, right, XDEV_WORDS, xdev_seed);
+        }
+    }
+    cudaStreamDestroy(s0);
+    cudaStreamDestroy(s1);
+    cudaFree(d0);
+    cudaFree(d1);
+    return true;
+}
+
+/* Later work: the copy is held back by a kernel on the current device's
+ * legacy stream; a kernel issued after it on the other device's blocking
+ * stream overwrites that device's side, and must run after the copy: the
+ * source was read before (device 0), the destination written before
+ * (device 1). */
+static bool t_cross_device_after(void)
+{
+    size_t bytes = XDEV_WORDS * sizeof(uint32_t);
+    uint32_t *d0 = dev_alloc(0, bytes), *d1 = dev_alloc(1, bytes);
+    cudaStream_t s[2] = {stream_on(0, cudaStreamDefault), stream_on(1, cudaStreamDefault)};
+    CHECK(d0 != NULL && d1 != NULL && s[0] != NULL && s[1] != NULL, "%s", "allocation");
+    for (int api = 0; api < X_NAPIS; api++) {
+        for (int current = 0; current < 2; current++) {
+            int other = 1 - current;
+            uint32_t data = xdev_seed + 4, later = xdev_seed + 5;
+            fill_words(d0, XDEV_WORDS, data);
+            memset(d1, 0, bytes);
+            CUDA(cudaSetDevice(current));
+            CUDA(launch_sleep(0, 100000));
+            cudaError_t err = xdev_copy(api, current, d1, d0);
+            CHECK(err == cudaSuccess, "%s, current device %d: %s", xdev_api_names[api], current,
+                  cudaGetErrorName(err));
+            CUDA(cudaSetDevice(other));
+            CUDA(launch_write_words(s[other], other == 0 ? d0 : d1, XDEV_WORDS, later, 0));
+            if (!both_devices_synchronize())
+                return false;
+            uint32_t want = other == 0 ? data : later;
+            size_t right = words_right(d1, XDEV_WORDS, want);
+            CHECK(right == XDEV_WORDS, "%s, current device %d: %zu of %u words right: device %d's later "
+                  "kernel did not wait for the copy (seed %u)", xdev_api_names[api], current, right, XDEV_WORDS,
+                  other, xdev_seed);
+        }
+    }
+    cudaStreamDestroy(s[0]);
+    cudaStreamDestroy(s[1]);
+    cudaFree(d0);
+    cudaFree(d1);
+    return true;
+}
+
+/* The per-thread default stream orders with nothing on the other device, nor
+ * with the current device's other blocking streams: the copy reads the source
+ * before the kernel ahead of it on device 0's blocking stream wrote it. */
+static bool t_cross_device_ptsz(void)
+{
+    size_t bytes = XDEV_WORDS * sizeof(uint32_t);
+    uint32_t *d0 = dev_alloc(0, bytes), *d1 = dev_alloc(1, bytes);
+    cudaStream_t s0 = stream_on(0, cudaStreamDefault);
+    CHECK(d0 != NULL && d1 != NULL && s0 != NULL, "%s", "allocation");
+    for (int current = 0; current < 2; current++) {
+        uint32_t old = xdev_seed + 6, fresh = xdev_seed + 7;
+        fill_words(d0, XDEV_WORDS, old);
+        memset(d1, 0, bytes);
+        CUDA(launch_write_words(s0, d0, XDEV_WORDS, fresh, 300000));
+        CUDA(cudaSetDevice(current));
+        CUDA(cudaMemcpyAsync_ptsz(d1, d0, bytes, cudaMemcpyDeviceToDevice, 0));
+        CUDA(cudaStreamSynchronize(cudaStreamPerThread));
+        CHECK(cudaStreamQuery(s0) == cudaErrorNotReady, "current device %d: the kernel is done already",
+              current);
+        size_t right = words_right(d1, XDEV_WORDS, old);
+        CHECK(right == XDEV_WORDS, "current device %d: %zu of %u words are the source before the kernel: "
+              "the per-thread stream waited for another stream (seed %u)", current, right, XDEV_WORDS, xdev_seed);
+        if (!both_devices_synchronize())
+            return false;
+    }
+    cudaStreamDestroy(s0);
+    cudaFree(d0);
+    cudaFree(d1);
     return true;
 }
 
@@ -653,6 +842,9 @@ static const struct test tests[] = {
     {"data", t_data, true},
     {"threads", t_threads, true},
     {"order", t_order, true},
+    {"cross_device_before", t_cross_device_before, true},
+    {"cross_device_after", t_cross_device_after, true},
+    {"cross_device_ptsz", t_cross_device_ptsz, true},
     {"seed000", t_seed000, true},
     {"seed004", t_seed004, true},
     {"h2d_behind_kernel", t_h2d_behind_kernel, true},
@@ -692,6 +884,7 @@ int main(int argc, char **argv)
 {
     native = getenv("PIPE_NATIVE") != NULL && strcmp(getenv("PIPE_NATIVE"), "1") == 0;
     signal(SIGALRM, watchdog);
+    xdev_seed = (uint32_t)time(NULL) ^ (uint32_t)getpid() << 16;
     register_kernels();
     cudaSetDevice(0);
     for (int i = 1; i < argc; i++) {

@@ -80,7 +80,11 @@ expect_log() {
     else fail "$1.log" "'$2' logged $n times, expected $3"; fi
 }
 
-native native data threads order seed000 h2d_behind_kernel capture async_error
+native native data threads order cross_device_before cross_device_after cross_device_ptsz seed000 h2d_behind_kernel capture async_error
+# staged copies that do not hold their caller (as on NVLink H200s): the
+# cross-device ordering is then all the stream's doing
+run native_nohold LD_LIBRARY_PATH="$fake" PIPE_NATIVE=1 FAKECUDA_STAGED_HOLD=0 "$prog" \
+    cross_device_before cross_device_after cross_device_ptsz
 shimmed shim "$prog" all
 shimmed deferred UNSTALL_D2H_DEFERRED=1 "$prog" deferred data
 shimmed no_pinned FAKECUDA_FAULT_HOST_ALLOC=1 "$prog" fault_no_pinned

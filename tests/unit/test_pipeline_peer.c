@@ -339,6 +339,17 @@ static void test_peer_earlier_async_failure_is_reported(void **state)
     assert_int_equal(fake_cuda_count(FAKE_cudaMemcpyAsync), copies);
 }
 
+/* Index of the last cudaStreamWaitEvent on the legacy stream of `device`, or -1. */
+static int legacy_wait_on_device(int device)
+{
+    int found = -1;
+    for (size_t i = 0; i < fake_cuda.ncalls; i++)
+        if (fake_cuda.calls[i].fn == FAKE_cudaStreamWaitEvent && fake_cuda.calls[i].stream == cudaStreamLegacy &&
+            fake_cuda.calls[i].device == device)
+            found = (int)i;
+    return found;
+}
+
 static void test_peer_sync_api_waits_and_gates_on_legacy_streams(void **state)
 {
     (void)state;
@@ -359,6 +370,11 @@ static void test_peer_sync_api_waits_and_gates_on_legacy_streams(void **state)
     us_real()->cudaGetDevice(&dev);
     assert_int_equal(dev, 0);
 
+    /* device 1's legacy stream waits for the copy before its later work */
+    int follows = legacy_wait_on_device(1);
+    assert_true(follows > fake_cuda_find(FAKE_cudaMemcpyAsync, 5));
+    assert_int_equal(fake_cuda_event_device(fake_cuda.calls[follows].event), 0); /* done, on the destination */
+
     /* cudaMemcpy across devices: the same; an asynchronous failure shows in its result */
     fake_cuda_fail(FAKE_cudaStreamSynchronize, 1, 1, cudaErrorLaunchFailure);
     unsigned char src[100], dst[100];
@@ -366,6 +382,46 @@ static void test_peer_sync_api_waits_and_gates_on_legacy_streams(void **state)
     fake_cuda_copy(&c, US_API_MEMCPY, dst, 1, src, 0, sizeof src, NULL);
     assert_true(us_pipeline_peer(&c, &result));
     assert_int_equal(result, cudaErrorLaunchFailure);
+}
+
+/* Issue 8: cudaMemcpy / cudaMemcpyAsync on the legacy stream with the
+ * destination's device current: the source device's legacy stream gates the
+ * D2H stream and waits for the copy; a user stream or the per-thread stream
+ * orders with nothing on the other device. */
+static void test_peer_legacy_stream_orders_with_the_other_device(void **state)
+{
+    (void)state;
+    cudaError_t result;
+    us_real()->cudaSetDevice(1);
+    cudaStream_t legacy_handles[] = {NULL, cudaStreamLegacy};
+    for (int i = 0; i < 2; i++) {
+        fake_cuda.ncalls = 0;
+        assert_true(copy_checked(US_API_MEMCPY_ASYNC, 3 * SLOT, legacy_handles[i], 0, 1, &result));
+        assert_int_equal(result, cudaSuccess);
+        int gate = -1;
+        for (size_t k = 0; k < fake_cuda.ncalls; k++)
+            if (fake_cuda.calls[k].fn == FAKE_cudaEventRecord && fake_cuda.calls[k].stream == cudaStreamLegacy &&
+                fake_cuda.calls[k].device == 0)
+                gate = (int)k;
+        assert_true(gate >= 0 && gate < fake_cuda_find(FAKE_cudaMemcpyAsync, 0));
+        assert_true(legacy_wait_on_device(0) > fake_cuda_find(FAKE_cudaMemcpyAsync, 5));
+        unsigned waits_on_user_stream = 0; /* device 1's legacy stream is the user stream: one wait, for done */
+        for (size_t k = 0; k < fake_cuda.ncalls; k++)
+            waits_on_user_stream += fake_cuda.calls[k].fn == FAKE_cudaStreamWaitEvent &&
+                                    fake_cuda.calls[k].stream == cudaStreamLegacy && fake_cuda.calls[k].device == 1;
+        assert_int_equal(waits_on_user_stream, 1);
+        int dev = -1;
+        us_real()->cudaGetDevice(&dev);
+        assert_int_equal(dev, 1);
+    }
+    cudaStream_t others[] = {fake_cuda_user_stream(1), cudaStreamPerThread};
+    for (int i = 0; i < 2; i++) {
+        fake_cuda.ncalls = 0;
+        assert_true(copy_checked(US_API_MEMCPY_ASYNC, 3 * SLOT, others[i], 0, 1, &result));
+        assert_int_equal(result, cudaSuccess);
+        for (size_t k = 0; k < fake_cuda.ncalls; k++)
+            assert_ptr_not_equal(fake_cuda.calls[k].stream, cudaStreamLegacy);
+    }
 }
 
 int main(void)
@@ -387,6 +443,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_peer_refused_first_chunk_declines, setup, teardown),
         cmocka_unit_test_setup_teardown(test_peer_earlier_async_failure_is_reported, setup, teardown),
         cmocka_unit_test_setup_teardown(test_peer_sync_api_waits_and_gates_on_legacy_streams, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_peer_legacy_stream_orders_with_the_other_device, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,40 @@
+/* Rule: where a cudaMemcpyAsync from pageable (malloc) memory to the device
+ * returns (design.md, measured on an H200: 4 KiB and 1 MiB returned at once,
+ * reading the source at call time, before earlier work on the stream; 64 MiB
+ * waited for the stream). Arguments: small (1 MiB) | large (64 MiB).
+ *
+ * A kernel on the (non-blocking) stream sets a flag after 300 ms; the copy
+ * follows it. Outcome: returned=early|after_drain (the flag when the call
+ * returned) and source=consumed|read_late (the host overwrites the source at
+ * once after the call; the device must hold the original). */
+#include "conform.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int main(int argc, char **argv)
+{
+    cf_begin(argc, argv);
+    size_t words = (cf_arg("large") ? (size_t)64 << 20 : (size_t)1 << 20) / sizeof(uint32_t);
+    uint32_t *h = malloc(words * sizeof *h);
+    if (h == NULL)
+        cf_ck(cudaErrorMemoryAllocation, "malloc", __FILE__, __LINE__);
+    for (size_t i = 0; i < words; i++)
+        h[i] = cf_word(i, 41);
+    uint32_t *d = cf_words(0, words);
+    cudaStream_t s = cf_stream(0, false);
+    int *f = cf_flags(1);
+    CF_CK(cudaMemcpyAsync(d, h, words * sizeof *h, cudaMemcpyHostToDevice, s)); /* warm-up */
+    CF_CK(cudaStreamSynchronize(s));
+
+    cf_set_flag_after(s, &f[0], 1, 300);
+    CF_CK(cudaMemcpyAsync(d, h, words * sizeof *h, cudaMemcpyHostToDevice, s));
+    int flag = *(volatile int *)&f[0];
+    memset(h, 0, words * sizeof *h);
+    size_t right = cf_words_right(d, words, 41);
+    fprintf(stderr, "%zu of %zu words right\n", right, words);
+    cf_result("returned=%s source=%s", flag ? "after_drain" : "early", right == words ? "consumed" : "read_late");
+    free(h);
+    return 0;
+}
