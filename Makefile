@@ -36,6 +36,9 @@ SCN_BIN   := $(SCN_SRC:tests/scenarios/%.c=$(BUILD)/scenarios/%)
 SCN_GPU_BIN := $(SCN_SRC:tests/scenarios/%.c=$(BUILD)/gpu/%)
 SCN_DEPS  := $(SCN_COMMON) $(wildcard tests/scenarios/*.h)
 
+CAPTURE_BIN     := $(BUILD)/capture/capture_conform
+CAPTURE_GPU_BIN := $(BUILD)/gpu/capture_conform
+
 BENCH_SRC := $(wildcard tools/bench/*.c)
 
 .PHONY: all shim fakecuda scenarios check unit demo gpu-test bench deps clean docs
@@ -98,9 +101,18 @@ $(BUILD)/gpu/kernels.o: tests/scenarios/kernels.cu
 $(BUILD)/gpu/case_%: tests/scenarios/case_%.c $(SCN_DEPS) $(BUILD)/gpu/kernels.o
 	$(CC) $(CPPFLAGS) $(CFLAGS) -Itests/scenarios $< $(SCN_COMMON) $(BUILD)/gpu/kernels.o -o $@ -L$(CUDA_HOME)/lib64 -lcudart -lstdc++ -pthread -lm -Wl,-rpath,$(CUDA_HOME)/lib64
 
+# --- capture conformance program (tests/capture): the same source over both runtimes ---
+$(CAPTURE_BIN): tests/capture/capture_conform.c $(FAKE_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $< -o $@ -L$(FAKE_DIR) -lcudart -pthread
+
+$(CAPTURE_GPU_BIN): tests/capture/capture_conform.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $< -o $@ -L$(CUDA_HOME)/lib64 -lcudart -pthread -Wl,-rpath,$(CUDA_HOME)/lib64
+
 # --- tests ------------------------------------------------------------------------
 check: deps
-	@$(MAKE) --no-print-directory all $(CORE_LIB) $(UNIT_BIN) $(FAKE_TEST_BIN)
+	@$(MAKE) --no-print-directory all $(CORE_LIB) $(UNIT_BIN) $(FAKE_TEST_BIN) $(CAPTURE_BIN)
 	@sh tests/run-all.sh $(BUILD)
 
 unit: $(UNIT_BIN)
@@ -112,7 +124,7 @@ docs:
 demo: deps
 	@sh tools/demo.sh $(BUILD)
 
-gpu-test: shim $(SCN_GPU_BIN)
+gpu-test: shim $(SCN_GPU_BIN) $(CAPTURE_GPU_BIN)
 	@sh tests/gpu/run.sh $(BUILD)
 
 bench: shim $(SCN_GPU_BIN)
