@@ -40,6 +40,7 @@ suite gen-docs-check python3 tools/gen-docs --check
 [ -x tests/scenarios/run.sh ] && suite scenarios sh tests/scenarios/run.sh "$build"
 [ -x tests/shim/run.sh ] && suite shim sh tests/shim/run.sh "$build"
 [ -x tests/detect/run.sh ] && suite detect sh tests/detect/run.sh "$build"
+[ -x tests/capture/run.sh ] && suite capture sh tests/capture/run.sh "$build" fake
 
 echo "check: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
