@@ -42,6 +42,8 @@ CONF_SRC  := $(filter-out tests/conformance/conform.c tests/conformance/kernels_
 CONF_BIN  := $(CONF_SRC:tests/conformance/%.c=$(BUILD)/conformance/fake/%)
 CONF_GPU_BIN := $(CONF_SRC:tests/conformance/%.c=$(BUILD)/conformance/gpu/%)
 CONF_DEPS := tests/conformance/conform.c tests/conformance/conform.h
+CAPTURE_BIN     := $(BUILD)/capture/capture_conform
+CAPTURE_GPU_BIN := $(BUILD)/gpu/capture_conform
 
 BENCH_SRC := $(wildcard tools/bench/*.c)
 
@@ -118,7 +120,7 @@ $(BUILD)/conformance/gpu/%: tests/conformance/%.c $(CONF_DEPS) $(BUILD)/conforma
 	$(CC) $(CPPFLAGS) $(CFLAGS) $< tests/conformance/conform.c $(BUILD)/conformance/gpu/kernels.o -o $@ -L$(CUDA_HOME)/lib64 -lcudart -lstdc++ -pthread -Wl,-rpath,$(CUDA_HOME)/lib64
 
 .PHONY: conformance conformance-gpu
-conformance: $(CONF_BIN)
+conformance: $(CONF_BIN) $(CAPTURE_BIN)
 	@sh tests/conformance/run.sh $(BUILD)/conformance/fake
 
 # needs only gcc, nvcc and a GPU (no cmocka, no uthash)
@@ -127,7 +129,7 @@ conformance-gpu: $(CONF_GPU_BIN)
 
 # --- tests ------------------------------------------------------------------------
 check: deps
-	@$(MAKE) --no-print-directory all $(CORE_LIB) $(UNIT_BIN) $(FAKE_TEST_BIN) $(CONF_BIN)
+	@$(MAKE) --no-print-directory all $(CORE_LIB) $(UNIT_BIN) $(FAKE_TEST_BIN) $(CONF_BIN) $(CAPTURE_BIN)
 	@sh tests/run-all.sh $(BUILD)
 
 unit: $(UNIT_BIN)
@@ -139,7 +141,7 @@ docs:
 demo: deps
 	@sh tools/demo.sh $(BUILD)
 
-gpu-test: shim $(SCN_GPU_BIN) $(CONF_GPU_BIN)
+gpu-test: shim $(SCN_GPU_BIN) $(CONF_GPU_BIN) $(CAPTURE_GPU_BIN)
 	@sh tests/gpu/run.sh $(BUILD)
 
 bench: shim $(SCN_GPU_BIN)

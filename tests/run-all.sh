@@ -47,6 +47,7 @@ if [ -x tests/conformance/run.sh ]; then
     suite conformance-shim env CONFORM_SHIM="$(cd "$build" && pwd)/libunstall.so" FAKECUDA_STAGED_HOLD=0 \
         sh tests/conformance/run.sh "$build/conformance/fake"
 fi
+[ -x tests/capture/run.sh ] && suite capture sh tests/capture/run.sh "$build" fake
 
 echo "check: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -7,6 +7,7 @@
 #include <stddef.h>
 
 #include "device_state.h"
+#include "real.h"
 
 static struct us_driver_api resolved;
 static const struct us_driver_api *_Atomic active_api;
@@ -40,12 +41,28 @@ static const struct us_driver_api *driver_api(void)
 }
 
 /* The device's primary context if it is active (retained and released at
- * once: an active primary context stays while the runtime holds it). */
+ * once: an active primary context stays while the runtime holds it). The
+ * driver is asked in relaxed capture mode: another thread may be capturing
+ * a graph in global mode (design.md, contract 7); this runs once per device. */
+static CUcontext lookup_primary(const struct us_driver_api *api, int device);
+
 static CUcontext primary_of(const struct us_driver_api *api, int device)
 {
     CUcontext known = atomic_load_explicit(&primary[device], memory_order_relaxed);
     if (known != NULL)
         return known;
+    const struct us_real_api *real = us_real();
+    enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    bool exchanged = real->cudaThreadExchangeStreamCaptureMode != NULL &&
+                     real->cudaThreadExchangeStreamCaptureMode(&mode) == cudaSuccess;
+    CUcontext ctx = lookup_primary(api, device);
+    if (exchanged)
+        real->cudaThreadExchangeStreamCaptureMode(&mode);
+    return ctx;
+}
+
+static CUcontext lookup_primary(const struct us_driver_api *api, int device)
+{
     CUdevice dev;
     unsigned flags;
     int active = 0;

@@ -1,28 +1,28 @@
 /* stream.c - exported stream functions. Creation and destruction keep the
- * per-device count of blocking streams (core/device_state.c) that the
- * legacy-stream rule needs; synchronization is a finding (explicit_sync)
- * with the time actually waited. */
+ * per-device count of blocking streams that the legacy-stream rule needs
+ * (core/streams.c remembers each stream's device and flags at creation);
+ * synchronization is a finding (explicit_sync) with the time actually
+ * waited.
+ *
+ * Graph capture: creation and destruction ask the runtime nothing about the
+ * stream. Programs create and destroy streams inside a capture (NVIDIA's
+ * graphMemoryNodes sample destroys a stream that joined the capture before
+ * cudaStreamEndCapture); a query of such a stream could invalidate the
+ * capture. A new stream is on the current device, which cudaGetDevice tells
+ * without touching any stream. */
 #include "device_state.h"
 #include "export.h"
-
-static int stream_device(cudaStream_t stream)
-{
-    const struct us_real_api *real = us_real();
-    int device = -1;
-    if (real->cudaStreamGetDevice == NULL || real->cudaStreamGetDevice(stream, &device) != cudaSuccess)
-        return -1;
-    return device;
-}
+#include "streams.h"
 
 static bool is_blocking(unsigned flags) { return (flags & cudaStreamNonBlocking) == 0; }
 
-/* After a successful creation: count it, and report a blocking stream made
- * while the device's legacy stream is in use. */
+/* After a successful creation: remember it, and report a blocking stream
+ * made while the device's legacy stream is in use. */
 static void note_created(cudaStream_t stream, unsigned flags)
 {
     us_state_note_call();
-    int device = stream_device(stream);
-    us_device_note_stream_created(device, is_blocking(flags));
+    int device = us_current_device();
+    us_streams_note_created(stream, device, is_blocking(flags));
     if (is_blocking(flags) && us_device_legacy_used(device)) {
         struct us_watch w;
         if (us_watch_begin(&w, US_RULE_blocking_stream, "cudaStreamCreate"))
@@ -68,16 +68,11 @@ US_EXPORT cudaError_t cudaStreamDestroy(cudaStream_t stream)
     const struct us_real_api *real = us_real();
     if (real->cudaStreamDestroy == NULL)
         return US_ERR_NO_REAL;
-    if (us_passthrough())
-        return real->cudaStreamDestroy(stream);
-    unsigned flags = cudaStreamNonBlocking; /* unknown: assume it was not counted */
-    if (real->cudaStreamGetFlags != NULL)
-        real->cudaStreamGetFlags(stream, &flags);
-    int device = stream_device(stream);
-    cudaError_t err = real->cudaStreamDestroy(stream);
-    if (err == cudaSuccess)
-        us_device_note_stream_destroyed(device, is_blocking(flags));
-    return err;
+    /* forgotten first: once destroyed, another thread's new stream may get
+     * the same handle and be noted before we would get here */
+    if (!us_passthrough())
+        us_streams_note_destroyed(stream);
+    return real->cudaStreamDestroy(stream);
 }
 
 static cudaError_t stream_sync(cudaError_t (*real_fn)(cudaStream_t), const char *api, bool per_thread,

@@ -110,6 +110,16 @@ static void copy_complete(struct fc_op *op)
     free(op->u.copy.owned);
 }
 
+struct fc_op *fc_copy_op_new(const struct fc_copy_op *copy)
+{
+    struct fc_op *op = fc_op_new(copy_run);
+    op->complete = copy_complete;
+    op->counts_as_work = true;
+    op->u.copy = *copy;
+    op->u.copy.owned = NULL; /* a replayed copy reads its source at run time */
+    return op;
+}
+
 /* --- one copy, every entry point -------------------------------------------------------- */
 
 struct fc_copy_args {
@@ -277,8 +287,12 @@ static cudaError_t do_copy(const struct fc_copy_args *a)
         if (a->sync) { /* a synchronous copy cannot be captured */
             s->capture->invalidated = true;
             err = cudaErrorStreamCaptureUnsupported;
-        } else {
-            fc_stat_add(captured_ops, 1);
+        } else { /* a copy node: its source is read at each launch, not now */
+            struct fc_node node = {.kind = FC_NODE_COPY, .u.copy = op->u.copy};
+            node.u.copy.src = a->src;
+            node.u.copy.spitch = a->spitch;
+            node.u.copy.owned = NULL;
+            fc_capture_add_node_locked(s, &node);
         }
     } else if (err == cudaSuccess) {
         int others[2];
@@ -406,6 +420,14 @@ static void memset_run(struct fc_op *op, cudaError_t status)
     fc_sleep_until_us(start + op->u.memset.duration_us);
 }
 
+struct fc_op *fc_memset_op_new(const struct fc_memset_op *memset)
+{
+    struct fc_op *op = fc_op_new(memset_run);
+    op->counts_as_work = true;
+    op->u.memset = *memset;
+    return op;
+}
+
 /* Device memory, pinned or registered memory; the synchronous form returns
  * at once for device memory and waits for pinned memory (real API docs). */
 static cudaError_t do_memset(void *dst, int value, size_t count, cudaStream_t stream, bool per_thread, bool sync)
@@ -426,7 +448,9 @@ static cudaError_t do_memset(void *dst, int value, size_t count, cudaStream_t st
             s->capture->invalidated = true;
             err = cudaErrorStreamCaptureUnsupported;
         } else {
-            fc_stat_add(captured_ops, 1);
+            struct fc_node node = {.kind = FC_NODE_MEMSET,
+                                   .u.memset = {dst, value, count, fc_copy_duration_us(count, fc_cfg()->bw_d2d)}};
+            fc_capture_add_node_locked(s, &node);
         }
     } else if (err == cudaSuccess) {
         struct fc_op *op = fc_op_new(memset_run);

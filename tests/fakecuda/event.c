@@ -41,6 +41,8 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags)
         e = calloc(1, sizeof *e);
     if (e != NULL) {
         uint64_t gen = e->gen;
+        fc_front_clear(&e->front);
+        free(e->front.nodes);
         *e = (struct fc_event){.key = e, .device = fc_current_device(), .flags = flags, .gen = gen + 1};
         HASH_ADD_PTR(fc_g.events, key, e);
     }
@@ -100,11 +102,12 @@ static cudaError_t event_record(cudaEvent_t event, cudaStream_t stream, bool per
     if (err == cudaSuccess && s->device != e->device)
         err = cudaErrorInvalidResourceHandle; /* an event is recorded only on its own device */
     if (err == cudaSuccess && s->capture != NULL) {
-        /* Recorded into the capture: waits on it join the capture. */
+        /* Recorded into the capture: it stands for the stream's front, and
+         * a stream that waits for it joins the capture. */
         e->gen++;
         e->recorded = false;
         e->capture_id = s->capture->id;
-        fc_stat_add(captured_ops, 1);
+        fc_front_copy(&e->front, &s->front);
     } else if (err == cudaSuccess) {
         struct fc_op *op = fc_op_new(record_run);
         op->complete = record_complete;
@@ -144,17 +147,26 @@ static cudaError_t stream_wait_event(cudaStream_t stream, cudaEvent_t event, uns
     cudaError_t err = e != NULL ? fc_stream_get(stream, per_thread, &s) : cudaErrorInvalidResourceHandle;
     if (err == cudaSuccess) {
         struct fc_capture *c = event_capture_locked(e);
-        if (c != NULL) {
-            if (s->capture == NULL)
-                s->capture = c; /* the stream joins the capture of the event */
+        if (c != NULL && s->capture != NULL && s->capture != c) {
+            /* two capture sequences cannot be merged */
+            c->invalidated = true;
+            s->capture->invalidated = true;
+            err = cudaErrorStreamCaptureMerge;
+        } else if (c != NULL) {
+            if (s->capture == NULL) { /* the stream joins the capture of the event */
+                s->capture = c;
+                fc_front_clear(&s->front);
+            }
+            fc_front_union(&s->front, &e->front);
         } else if (s->capture != NULL) {
-            fc_stat_add(captured_ops, 1);
+            /* an event from outside the capture: nothing to wait for in the graph */
         } else if (e->recorded && e->stream->completed < e->seq) {
             struct fc_op *op = fc_op_new(NULL); /* a marker: only its dependency matters */
             fc_op_add_dep(op, e->stream, e->seq);
             fc_submit_locked(s, op);
         }
-        fc_stat_add(stream_waits, 1);
+        if (err == cudaSuccess)
+            fc_stat_add(stream_waits, 1);
     }
     pthread_mutex_unlock(&fc_g.mu);
     return fc_ret(err);

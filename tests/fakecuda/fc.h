@@ -110,12 +110,22 @@ bool fc_mem_covers(const struct fc_mem_info *m, const void *p, size_t bytes);
 
 enum fc_stream_kind { FC_STREAM_USER, FC_STREAM_LEGACY, FC_STREAM_PER_THREAD };
 
+struct fc_graph;
+
+/* A set of graph nodes (indices): what the next node captured on a stream
+ * depends on, or what an event recorded in a capture stands for. */
+struct fc_front {
+    size_t *nodes;
+    size_t n, cap;
+};
+
 struct fc_capture {
     uint64_t id;
     enum cudaStreamCaptureMode mode;
     pthread_t thread;          /* the thread that began it */
     struct fc_stream *origin;  /* the stream it began on */
     bool invalidated;
+    struct fc_graph *graph;    /* what it recorded so far (graph.c) */
     struct fc_capture *next;
 };
 
@@ -135,6 +145,7 @@ struct fc_stream {
     cudaError_t sticky;        /* asynchronous error, kept */
     cudaError_t armed;         /* fakecuda_fail_stream: the next op fails with it */
     struct fc_capture *capture;
+    struct fc_front front;     /* capturing: the nodes the next captured op depends on */
 };
 
 struct fc_dep {
@@ -260,6 +271,68 @@ cudaError_t fc_device_sync_locked(int device);
  * allocation calls), unlocks. */
 void fc_device_sync_implicit(int device);
 
+/* --- graphs and stream-ordered allocation (graph.c) --------------------------------------- */
+
+enum fc_node_kind { FC_NODE_COPY, FC_NODE_MEMSET, FC_NODE_KERNEL, FC_NODE_HOST, FC_NODE_ALLOC, FC_NODE_FREE };
+
+/* An allocation made by a graph (cudaMallocAsync during capture): its memory
+ * is reserved at capture, so the pointer the capture returned is valid in
+ * every replay, and belongs to the graph until the graph is gone. `live`:
+ * allocated by a launch and not yet freed (in submission order). */
+struct fc_graph_mem {
+    void *ptr;
+    size_t size;
+    bool live;
+    unsigned refs;             /* graphs and executable graphs that hold it */
+    struct fc_graph_mem *next;
+};
+
+struct fc_node {
+    enum fc_node_kind kind;
+    struct fc_front deps;      /* earlier nodes it depends on */
+    union {
+        struct fc_copy_op copy;
+        struct fc_memset_op memset;
+        struct fc_kernel_op kernel;   /* owned: the graph's copy of the argument values */
+        struct fc_host_op host;
+        struct fc_graph_mem *mem;     /* ALLOC, FREE */
+    } u;
+};
+
+/* Under fc_g.mu: records a node captured on s (s->capture != NULL): it
+ * depends on s's front, and becomes it. The payload is moved into the graph. */
+void fc_capture_add_node_locked(struct fc_stream *s, struct fc_node *node);
+/* Under fc_g.mu: a new, empty graph for a capture; frees one. */
+struct fc_graph *fc_graph_new_locked(void);
+void fc_graph_release_locked(struct fc_graph *g);
+/* cudaStreamEndCapture: the graph gets its handle. */
+cudaGraph_t fc_graph_hand_out_locked(struct fc_graph *g);
+/* Whether the unjoined-work rule holds: every stream that took part in
+ * capture c ends up in the origin's front (cudaErrorStreamCaptureUnjoined). */
+bool fc_capture_joined_locked(const struct fc_capture *c);
+/* cudaFree of a graph allocation: the graph keeps the memory, the
+ * allocation is no longer live. False when ptr is no graph's allocation. */
+bool fc_graph_mem_release(void *ptr);
+/* Front sets. */
+void fc_front_clear(struct fc_front *f);
+void fc_front_add(struct fc_front *f, size_t node);
+void fc_front_union(struct fc_front *f, const struct fc_front *from);
+void fc_front_copy(struct fc_front *f, const struct fc_front *from);
+
+/* Ops made from a recorded payload, for graph launches (copy.c, launch.c). */
+struct fc_op *fc_copy_op_new(const struct fc_copy_op *copy);
+struct fc_op *fc_memset_op_new(const struct fc_memset_op *memset);
+struct fc_op *fc_kernel_op_new(void (*fn)(void **), void **args);
+struct fc_op *fc_host_op_new(const struct fc_host_op *host);
+/* Copies the argument values of a registered kernel (launch.c); NULL when
+ * it is not registered. */
+void *fc_kernel_args_copy(const void *func, void **args);
+
+/* memory.c: device memory of `device`, registered; released without a
+ * device synchronization (the caller orders it). */
+cudaError_t fc_device_alloc(size_t size, int device, void **out);
+bool fc_device_release(void *ptr);
+
 /* Capture rules (stream.c), under fc_g.mu: whether the calling thread may
  * make a potentially unsafe call now; when not, invalidates the captures that
  * forbid it and returns cudaErrorStreamCaptureUnsupported. */
@@ -283,6 +356,7 @@ struct fc_event {
     bool timed;                /* t_us valid */
     double t_us;
     uint64_t capture_id;       /* last recorded inside this capture (0: not) */
+    struct fc_front front;     /* recorded in a capture: the nodes it stands for */
 };
 
 #endif /* FAKECUDA_FC_H */

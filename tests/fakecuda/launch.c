@@ -43,7 +43,7 @@ int fakecuda_register_kernel(const void *func, unsigned nargs, const size_t *arg
 
 /* Copies the argument values of a registered kernel into one block: the
  * pointer array, then the values. NULL when the kernel is not registered. */
-static void *copy_args(const void *func, void **args)
+void *fc_kernel_args_copy(const void *func, void **args)
 {
     void *block = NULL;
     pthread_mutex_lock(&sigs_mu);
@@ -88,6 +88,16 @@ static void kernel_complete(struct fc_op *op)
     free(op->u.kernel.owned);
 }
 
+struct fc_op *fc_kernel_op_new(void (*fn)(void **), void **args)
+{
+    struct fc_op *op = fc_op_new(kernel_run);
+    op->complete = kernel_complete;
+    op->counts_as_work = true;
+    op->u.kernel.fn = fn;
+    op->u.kernel.args = args; /* the graph's: not freed after the run */
+    return op;
+}
+
 static cudaError_t launch_kernel(const void *func, dim3 grid, dim3 block, void **args, cudaStream_t stream,
                                  bool per_thread)
 {
@@ -98,14 +108,19 @@ static cudaError_t launch_kernel(const void *func, dim3 grid, dim3 block, void *
     if (grid.x == 0 || grid.y == 0 || grid.z == 0 || block.x == 0 || block.y == 0 || block.z == 0 ||
         (unsigned long long)block.x * block.y * block.z > 1024)
         return fc_ret(cudaErrorInvalidConfiguration);
-    void *owned = copy_args(func, args);
+    void *owned = fc_kernel_args_copy(func, args);
     fc_api_touch(); /* a launch waits while a pageable D2H holds the API lock (case C) */
     pthread_mutex_lock(&fc_g.mu);
     struct fc_stream *s;
     cudaError_t err = fc_stream_get(stream, per_thread, &s);
     if (err == cudaSuccess && s->capture != NULL) {
-        fc_stat_add(captured_ops, 1);
-        free(owned);
+        /* a kernel node keeps the argument values (an unregistered kernel:
+         * the caller's pointer, which must outlive the graph) */
+        struct fc_node node = {.kind = FC_NODE_KERNEL};
+        node.u.kernel.fn = (void (*)(void **))func;
+        node.u.kernel.args = owned != NULL ? owned : args;
+        node.u.kernel.owned = owned;
+        fc_capture_add_node_locked(s, &node);
     } else if (err == cudaSuccess) {
         struct fc_op *op = fc_op_new(kernel_run);
         op->complete = kernel_complete;
@@ -146,6 +161,15 @@ static void host_run(struct fc_op *op, cudaError_t status)
         op->u.host.cb(op->u.host.handle, status, op->u.host.data);
 }
 
+struct fc_op *fc_host_op_new(const struct fc_host_op *host)
+{
+    struct fc_op *op = fc_op_new(host_run);
+    op->counts_as_work = true;
+    op->runs_after_error = host->cb != NULL;
+    op->u.host = *host;
+    return op;
+}
+
 /* cudaLaunchHostFunc (h->fn) and cudaStreamAddCallback (h->cb). */
 static cudaError_t enqueue_host(cudaStream_t stream, bool per_thread, const struct fc_host_op *h, unsigned flags)
 {
@@ -157,7 +181,8 @@ static cudaError_t enqueue_host(cudaStream_t stream, bool per_thread, const stru
     struct fc_stream *s;
     cudaError_t err = fc_stream_get(stream, per_thread, &s);
     if (err == cudaSuccess && s->capture != NULL) {
-        fc_stat_add(captured_ops, 1);
+        struct fc_node node = {.kind = FC_NODE_HOST, .u.host = *h};
+        fc_capture_add_node_locked(s, &node);
     } else if (err == cudaSuccess) {
         struct fc_op *op = fc_op_new(host_run);
         op->counts_as_work = true;

@@ -150,6 +150,29 @@ static void backing_free(void *p, size_t size)
 
 /* --- device memory ------------------------------------------------------------------------ */
 
+cudaError_t fc_device_alloc(size_t size, int device, void **out)
+{
+    void *p = backing_alloc(size, 256);
+    if (p == NULL)
+        return cudaErrorMemoryAllocation;
+    if (!reg_insert((struct fc_alloc){(uintptr_t)p, size, FC_MEM_DEVICE, device}, true)) {
+        backing_free(p, size);
+        return cudaErrorMemoryAllocation;
+    }
+    *out = p;
+    return cudaSuccess;
+}
+
+bool fc_device_release(void *ptr)
+{
+    struct fc_alloc a;
+    if (!reg_find_base(ptr, FC_MEM_DEVICE, &a))
+        return false;
+    reg_remove_base(ptr);
+    backing_free(ptr, a.size);
+    return true;
+}
+
 cudaError_t cudaMalloc(void **ptr, size_t size)
 {
     if (!fc_enter())
@@ -165,15 +188,7 @@ cudaError_t cudaMalloc(void **ptr, size_t size)
         *ptr = NULL;
         return cudaSuccess;
     }
-    void *p = backing_alloc(size, 256);
-    if (p == NULL)
-        return fc_ret(cudaErrorMemoryAllocation);
-    if (!reg_insert((struct fc_alloc){(uintptr_t)p, size, FC_MEM_DEVICE, fc_current_device()}, true)) {
-        backing_free(p, size);
-        return fc_ret(cudaErrorMemoryAllocation);
-    }
-    *ptr = p;
-    return cudaSuccess;
+    return fc_ret(fc_device_alloc(size, fc_current_device(), ptr));
 }
 
 cudaError_t cudaFree(void *ptr)
@@ -189,6 +204,8 @@ cudaError_t cudaFree(void *ptr)
     if (!reg_find_base(ptr, FC_MEM_DEVICE, &a))
         return fc_ret(cudaErrorInvalidValue);
     fc_device_sync_implicit(a.device); /* no queued work may still use it */
+    if (fc_graph_mem_release(ptr)) /* a graph's allocation: the graph keeps the memory */
+        return cudaSuccess;
     reg_remove_base(ptr);
     backing_free(ptr, a.size);
     return cudaSuccess;

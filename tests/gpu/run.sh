@@ -7,6 +7,8 @@
 # Checks data ok=1 everywhere and no extra failures
 # in pass-through (tests/gpu/check.py), then prints the figures side by side
 # (tools/bench/table.py; make bench is the place for the performance table).
+# Also tests/capture/run.sh BUILD_DIR gpu: the capture conformance program
+# natively and under the shim, against tests/capture/expected.txt.
 # Needs gcc, nvcc and (for the smoke test) python3 with torch; no cmocka,
 # no uthash beyond .deps/include/uthash.h.
 #
@@ -55,10 +57,16 @@ for mode in $modes; do
     echo "  $mode torch: exit $(cat "$dir/torch.rc")"
 done
 
+echo "gpu-test: stream capture conformance (tests/capture: the GPU's answers vs expected.txt)"
+sh "$root/tests/capture/run.sh" "$build" gpu >"$out/capture.txt" 2>&1
+capture_rc=$?
+grep -v '^PASS' "$out/capture.txt"
+
 echo
 python3 "$here/check.py" "$out"
 rc=$?
 [ "$conf_rc" -ne 0 ] && rc=1
+[ $capture_rc -eq 0 ] || rc=1
 echo
 python3 "$root/tools/bench/table.py" --all "$out/native" "$out/shim" 2>/dev/null || true
 echo "gpu-test: outputs in $out"

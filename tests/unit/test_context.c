@@ -7,6 +7,8 @@
 #include <cmocka.h>
 
 #include "context.h"
+#include "fake_cuda.h"
+#include "real.h"
 
 /* the scripted driver: one current context, device 0's primary context */
 static struct {
@@ -14,7 +16,17 @@ static struct {
     CUcontext primary;
     int primary_active;
     int retains, releases, state_queries;
+    enum cudaStreamCaptureMode retain_mode; /* the thread's capture mode at the retain */
 } drv;
+
+static enum cudaStreamCaptureMode capture_mode_now(void)
+{
+    enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    us_real()->cudaThreadExchangeStreamCaptureMode(&mode);
+    enum cudaStreamCaptureMode now = mode;
+    us_real()->cudaThreadExchangeStreamCaptureMode(&mode);
+    return now;
+}
 
 static CUresult get_current(CUcontext *pctx) { *pctx = drv.current; return CUDA_SUCCESS; }
 static CUresult device_get(CUdevice *dev, int ordinal)
@@ -34,6 +46,7 @@ static CUresult primary_retain(CUcontext *pctx, CUdevice dev)
 {
     (void)dev;
     drv.retains++;
+    drv.retain_mode = capture_mode_now();
     *pctx = drv.primary;
     return CUDA_SUCCESS;
 }
@@ -59,6 +72,8 @@ static int setup(void **state)
     drv.primary = (CUcontext)0x1000;
     drv.primary_active = 1;
     drv.retains = drv.releases = drv.state_queries = 0;
+    drv.retain_mode = cudaStreamCaptureModeGlobal;
+    fake_cuda_reset(); /* the runtime table: capture mode per thread */
     us_context_install(&scripted);
     return 0;
 }
@@ -83,6 +98,22 @@ static void test_context_secondary_competes_with_active_primary(void **state)
     assert_int_equal(drv.retains, 1);
     assert_int_equal(drv.releases, 1); /* every retain released */
     assert_int_equal(drv.state_queries, 1);
+}
+
+/* The primary-context look-up (a driver call outside any pipeline) runs in
+ * relaxed capture mode, and the program's mode is restored: a graph capture
+ * in global mode on another thread must not be invalidated by it
+ * (design.md, contract 7). */
+static void test_context_lookup_in_relaxed_mode(void **state)
+{
+    (void)state;
+    CUcontext ctx;
+    drv.current = (CUcontext)0x2000;
+    assert_int_equal(capture_mode_now(), cudaStreamCaptureModeGlobal);
+    assert_true(us_context_competes(0, &ctx));
+    assert_int_equal(drv.retains, 1);
+    assert_int_equal(drv.retain_mode, cudaStreamCaptureModeRelaxed);
+    assert_int_equal(capture_mode_now(), cudaStreamCaptureModeGlobal);
 }
 
 static void test_context_secondary_alone_does_not_compete(void **state)
@@ -118,6 +149,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_context_primary_does_not_compete, setup),
         cmocka_unit_test_setup(test_context_secondary_competes_with_active_primary, setup),
+        cmocka_unit_test_setup(test_context_lookup_in_relaxed_mode, setup),
         cmocka_unit_test_setup(test_context_secondary_alone_does_not_compete, setup),
         cmocka_unit_test_setup(test_context_unknown_answers_no, setup),
     };
