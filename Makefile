@@ -127,6 +127,15 @@ conformance: $(CONF_BIN) $(CAPTURE_BIN)
 conformance-gpu: $(CONF_GPU_BIN)
 	@sh tests/conformance/run.sh $(BUILD)/conformance/gpu
 
+# --- capture conformance program (tests/capture): the same source over both runtimes ---
+$(CAPTURE_BIN): tests/capture/capture_conform.c $(FAKE_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $< -o $@ -L$(FAKE_DIR) -lcudart -pthread
+
+$(CAPTURE_GPU_BIN): tests/capture/capture_conform.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $< -o $@ -L$(CUDA_HOME)/lib64 -lcudart -pthread -Wl,-rpath,$(CUDA_HOME)/lib64
+
 # --- tests ------------------------------------------------------------------------
 check: deps
 	@$(MAKE) --no-print-directory all $(CORE_LIB) $(UNIT_BIN) $(FAKE_TEST_BIN) $(CONF_BIN) $(CAPTURE_BIN)

@@ -521,6 +521,13 @@ __attribute__((noinline)) void us_callsite_capture(struct us_site *site, int max
         py_capture(site);
 }
 
+void us_callsite_prepare(void)
+{
+    pthread_once(&self_once, self_init);
+    pthread_once(&unwinder_once, unwinder_init);
+    (void)us_callsite_python_available();
+}
+
 uint64_t us_callsite_hash(const struct us_site *site)
 {
     uint64_t h = 14695981039346656037ull;

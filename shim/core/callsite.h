@@ -24,6 +24,10 @@
  * python is true and they can be read safely. */
 void us_callsite_capture(struct us_site *site, int max_depth, bool python);
 
+/* Does the one-time work of the first capture now: the shim's own code
+ * range, the Python API look-up, the unwinder's loading. */
+void us_callsite_prepare(void);
+
 /* FNV-1a over the native frames and the Python frames: equal sites, equal
  * hashes; never 0. */
 uint64_t us_callsite_hash(const struct us_site *site);

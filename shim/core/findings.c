@@ -87,6 +87,8 @@ static int thread_id(void)
 
 bool us_findings_wanted(void) { return us_config()->mode != US_MODE_OFF; }
 
+void us_findings_prepare(void) { us_callsite_prepare(); }
+
 void us_site_capture(struct us_site *site)
 {
     const struct us_config *cfg = us_config();

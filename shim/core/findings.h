@@ -53,6 +53,11 @@ bool us_findings_wanted(void);
 /* Capture the caller's stack into *site (skips the shim's own frames). */
 void us_site_capture(struct us_site *site);
 
+/* The one-time set-up of call-site capture (the shim's own code range, the
+ * Python API, the unwinder), done at the shim's start rather than inside the
+ * first finding's CUDA call, which would otherwise pay about 250 us. */
+void us_findings_prepare(void);
+
 /* Strict mode: true if this finding must fail the call (severity at or above
  * strict_severity and not on the allow-list). With strict_action=abort this
  * prints the finding and aborts instead of returning. */

@@ -30,6 +30,8 @@ static void init_once_body(void)
     const struct us_config *cfg = us_config();
     pthread_atfork(NULL, NULL, after_fork_in_child);
     us_log(US_LOG_INFO, "loaded (mode %d, fix %d)", cfg->mode, cfg->fix);
+    if (!cfg->disable && us_findings_wanted())
+        us_findings_prepare();
     atomic_store(&us_state_bypass, cfg->disable ? 1 : 0);
     us_state_depth--;
 }
