@@ -2,7 +2,7 @@
 # Integration tests of the pipelines (case A, B, C) under the shim on the
 # simulated runtime: builds tests/pipelines/pipe_tests.c against
 # BUILD_DIR/fakecuda, runs it natively (the tests themselves are right), under
-# the shim, in deferred mode and with faults injected, checks what the log
+# the shim, with the removed d2h_deferred option set, with faults injected, checks what the log
 # says about the faults, and prints "PASS name" / "FAIL name: why" and a last
 # line "pipelines: N passed, M failed". Exits non-zero on any failure.
 #
@@ -80,9 +80,10 @@ expect_log() {
     else fail "$1.log" "'$2' logged $n times, expected $3"; fi
 }
 
-native native data threads order seed000 h2d_behind_kernel capture async_error
+native native data threads order seed000 h2d_behind_kernel capture async_error d2h_then_h2d
 shimmed shim "$prog" all
-shimmed deferred UNSTALL_D2H_DEFERRED=1 "$prog" deferred data
+shimmed d2h_deferred_removed UNSTALL_D2H_DEFERRED=1 "$prog" d2h_then_h2d data
+expect_log d2h_deferred_removed "d2h_deferred was removed" 1
 shimmed no_pinned FAKECUDA_FAULT_HOST_ALLOC=1 "$prog" fault_no_pinned
 expect_log no_pinned "cudaHostAlloc of .* failed" 1
 shimmed no_events "$prog" fault_no_events

@@ -362,14 +362,13 @@ int fake_cuda_find(enum fake_cuda_fn fn, unsigned nth)
 
 /* --- helpers for the shim's pipeline tests ------------------------------------ */
 
-void fake_cuda_config(size_t chunk_bytes, unsigned slots, size_t pinned_max, bool d2h_deferred)
+void fake_cuda_config(size_t chunk_bytes, unsigned slots, size_t pinned_max)
 {
     struct us_config cfg;
     us_config_load(&cfg, NULL, NULL, NULL, NULL);
     cfg.chunk_bytes = chunk_bytes;
     cfg.slots = slots;
     cfg.pinned_max = pinned_max;
-    cfg.d2h_deferred = d2h_deferred;
     cfg.peer_min_bytes = cfg.h2d_min_bytes = cfg.d2h_min_bytes = 0;
     cfg.copy_threads = 1;
     cfg.log_level = US_LOG_DEBUG;
@@ -449,7 +448,7 @@ bool fake_cuda_check(const unsigned char *p, size_t n, unsigned seed)
 void fake_cuda_begin(size_t chunk_bytes, unsigned slots, size_t pinned_max)
 {
     fake_cuda_reset();
-    fake_cuda_config(chunk_bytes, slots, pinned_max, false);
+    fake_cuda_config(chunk_bytes, slots, pinned_max);
     us_staging_reset();
     fake_cuda_log_capture();
 }

@@ -91,8 +91,8 @@ unsigned fake_cuda_calls_not_relaxed(void);
 struct us_copy;
 
 /* Installs a configuration: the defaults with these staging options (the
- * thresholds 0, d2h_deferred as given). */
-void fake_cuda_config(size_t chunk_bytes, unsigned slots, size_t pinned_max, bool d2h_deferred);
+ * thresholds 0). */
+void fake_cuda_config(size_t chunk_bytes, unsigned slots, size_t pinned_max);
 
 /* Captures the shim's log lines from now on (fake_cuda_log_count reads them). */
 void fake_cuda_log_capture(void);

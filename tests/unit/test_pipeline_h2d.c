@@ -79,7 +79,7 @@ static void test_h2d_events_on_the_streams_device(void **state)
 static void test_h2d_larger_than_its_slots_waits_for_its_own_chunks(void **state)
 {
     (void)state;
-    fake_cuda_config(SLOT, 2, 8 * SLOT, false); /* a copy claims at most 4 slots */
+    fake_cuda_config(SLOT, 2, 8 * SLOT); /* a copy claims at most 4 slots */
     cudaStream_t s = fake_cuda_user_stream(0);
     cudaError_t result;
     assert_true(h2d_checked(US_API_MEMCPY_ASYNC, 10 * SLOT, s, &result));
@@ -113,7 +113,7 @@ static void test_h2d_sync_api_returns_when_done(void **state)
 static void test_h2d_no_free_slot_declines(void **state)
 {
     (void)state;
-    fake_cuda_config(SLOT, 2, 2 * SLOT, false);
+    fake_cuda_config(SLOT, 2, 2 * SLOT);
     cudaStream_t s = fake_cuda_user_stream(0);
     cudaError_t result = cudaErrorUnknown;
     assert_true(h2d_checked(US_API_MEMCPY_ASYNC, SLOT, s, &result)); /* claims one of the two */
@@ -176,7 +176,7 @@ static void test_h2d_error_mid_pipeline_is_returned(void **state)
     fake_cuda_fail(FAKE_cudaMemcpyAsync, 1, 1, cudaErrorInvalidValue);
     assert_false(h2d_checked(US_API_MEMCPY_ASYNC, 8 * SLOT, s, &result));
     /* a record that fails after its copy was issued: the slot is never reused */
-    fake_cuda_config(SLOT, 2, 2 * SLOT, false);
+    fake_cuda_config(SLOT, 2, 2 * SLOT);
     us_staging_reset();
     fake_cuda_fail(FAKE_cudaEventRecord, 1, 1, cudaErrorLaunchFailure);
     assert_true(h2d_checked(US_API_MEMCPY_ASYNC, SLOT, s, &result));

@@ -27,7 +27,7 @@ static int setup(void **state)
 {
     (void)state;
     fake_cuda_reset();
-    fake_cuda_config(SLOT, SLOTS, 64 * SLOT, false);
+    fake_cuda_config(SLOT, SLOTS, 64 * SLOT);
     us_staging_reset();
     us_lanes_reset();
     fake_cuda_log_capture();
@@ -270,7 +270,7 @@ static void test_peer_event_create_failure_declines(void **state)
 static void test_peer_no_pinned_memory_declines(void **state)
 {
     (void)state;
-    fake_cuda_config(SLOT, SLOTS, SLOT, false); /* a ring does not fit */
+    fake_cuda_config(SLOT, SLOTS, SLOT); /* a ring does not fit */
     cudaStream_t s = fake_cuda_user_stream(0);
     assert_declined_without_work(US_API_MEMCPY_PEER_ASYNC, s);
     assert_declined_without_work(US_API_MEMCPY_PEER_ASYNC, s);
@@ -281,7 +281,7 @@ static void test_peer_no_pinned_memory_declines(void **state)
 static void test_peer_idle_lane_taken_over_when_no_room(void **state)
 {
     (void)state;
-    fake_cuda_config(SLOT, SLOTS, SLOTS * SLOT, false); /* one ring */
+    fake_cuda_config(SLOT, SLOTS, SLOTS * SLOT); /* one ring */
     cudaStream_t a = fake_cuda_user_stream(0), b = fake_cuda_user_stream(0), c = fake_cuda_user_stream(0);
     cudaError_t result;
     assert_true(copy_checked(US_API_MEMCPY_PEER_ASYNC, 5 * SLOT, a, 0, 1, &result));

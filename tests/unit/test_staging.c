@@ -61,7 +61,7 @@ static void test_staging_large_claim_grows_by_what_it_needs(void **state)
 static void test_staging_bounded_by_pinned_max(void **state)
 {
     (void)state;
-    fake_cuda_config(SLOT, 4, 6 * SLOT, false);
+    fake_cuda_config(SLOT, 4, 6 * SLOT);
     struct us_slot *s[8], *t[8];
     assert_int_equal(us_staging_claim(4, s), 4);
     /* only 2 more slots fit: the block is cut to the budget */
@@ -78,7 +78,7 @@ static void test_staging_bounded_by_pinned_max(void **state)
 static void test_staging_pending_slot_waits_for_its_event(void **state)
 {
     (void)state;
-    fake_cuda_config(SLOT, 4, 4 * SLOT, false);
+    fake_cuda_config(SLOT, 4, 4 * SLOT);
     struct us_slot *s[4];
     assert_int_equal(us_staging_claim(1, s), 1);
     cudaEvent_t ev;
@@ -101,7 +101,7 @@ static void test_staging_pending_slot_waits_for_its_event(void **state)
 static void test_staging_lost_slot_is_never_reused(void **state)
 {
     (void)state;
-    fake_cuda_config(SLOT, 2, 2 * SLOT, false);
+    fake_cuda_config(SLOT, 2, 2 * SLOT);
     struct us_slot *s[2];
     assert_int_equal(us_staging_claim(2, s), 2);
     int pending[2] = {US_STAGING_LOST, -1};
@@ -129,7 +129,7 @@ static void test_staging_alloc_failure_declines_and_keeps_budget(void **state)
 static void test_staging_ring_counts_toward_the_budget(void **state)
 {
     (void)state;
-    fake_cuda_config(SLOT, 4, 6 * SLOT, false);
+    fake_cuda_config(SLOT, 4, 6 * SLOT);
     void *ring;
     assert_true(us_staging_ring_alloc(4 * SLOT, &ring));
     assert_int_equal(us_staging_pinned_bytes(), 4 * SLOT);
@@ -184,7 +184,7 @@ static void *claimer(void *arg)
 static void test_staging_concurrent_claims_are_exclusive(void **state)
 {
     (void)state;
-    fake_cuda_config(SLOT, 8, 8 * SLOT, false);
+    fake_cuda_config(SLOT, 8, 8 * SLOT);
     struct us_slot *all[8];
     assert_int_equal(us_staging_claim(8, all), 8); /* one block: no CUDA call while threads run */
     first_slot = all[0];
