@@ -183,7 +183,7 @@ unsigned us_pipe_claim_cap(void)
 
 bool us_pipe_claim(const struct us_pipe *p, unsigned want, struct us_pipe_slots *s)
 {
-    s->n = us_staging_claim(want, s->slot);
+    s->n = us_staging_claim(want, p->copy->bytes, s->slot);
     if (s->n == 0) {
         us_log_once(&logged_no_slot, US_LOG_INFO,
                     "no pinned staging free without waiting: the copy goes native (pinned_max, or every slot busy)");

@@ -49,8 +49,9 @@ struct us_pipe_slots {
 /* The most slots one copy claims: half of pinned_max, at least one. */
 unsigned us_pipe_claim_cap(void);
 
-/* Claims up to `want` slots (all free now, nobody waits for anything) and
- * their events on the stream's device. false: none to be had, declined and
+/* Claims up to `want` slots for the copy (us_staging_claim: all free now,
+ * nobody waits for anything; no more than hold the whole copy) and their
+ * events on the stream's device. false: none to be had, declined and
  * logged once; nothing is held. */
 bool us_pipe_claim(const struct us_pipe *p, unsigned want, struct us_pipe_slots *s);
 

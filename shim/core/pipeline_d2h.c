@@ -3,7 +3,7 @@
  * program where the copy waits for work another thread must launch hangs:
  * seed 004).
  *
- * Default: chunks go device-to-pinned with cudaMemcpyAsync on the user stream
+ * Chunks go device-to-pinned with cudaMemcpyAsync on the user stream
  * (stream order by construction), each followed by its slot's event; the host
  * waits for each chunk's event with us_pipe_wait (polling cudaEventQuery, see
  * pipeline_common.h), and copies it out with us_hostcopy while the next
@@ -22,12 +22,12 @@
 #include "log.h"
 #include "pipeline_common.h"
 
-/* D2H of chunk i into slot k, then the slot's event. *issued: the D2H was. */
-static cudaError_t issue_chunk(const struct us_pipe *p, struct us_pipe_slots *s, size_t chunk, size_t i,
+/* D2H of the chunk at `off`, `len` bytes, into slot k, then the slot's
+ * event. *issued: the D2H was. */
+static cudaError_t issue_chunk(const struct us_pipe *p, struct us_pipe_slots *s, size_t off, size_t len,
                                unsigned k, bool *issued)
 {
     const struct us_copy *c = p->copy;
-    size_t off = i * chunk, len = us_pipe_chunk_len(c->bytes, chunk, i);
     cudaError_t err = p->real->cudaMemcpyAsync(s->slot[k]->ptr, (const char *)c->src + off, len,
                                                cudaMemcpyDeviceToHost, p->stream);
     if (err != cudaSuccess)
@@ -38,27 +38,36 @@ static cudaError_t issue_chunk(const struct us_pipe *p, struct us_pipe_slots *s,
     return err;
 }
 
-/* The default: returns with the data in place. *issued: whether any chunk was. */
-static cudaError_t copy_now(const struct us_pipe *p, struct us_pipe_slots *s, size_t chunk, size_t n,
-                            bool *issued)
+/* Returns with the data in place. Chunk j goes to slot j % s->n and is as
+ * long as that slot (slots differ in size: staging.h). *issued: whether any
+ * chunk was. */
+static cudaError_t copy_now(const struct us_pipe *p, struct us_pipe_slots *s, bool *issued)
 {
     const struct us_copy *c = p->copy;
+    size_t off[US_STAGING_MAX_CLAIM], len[US_STAGING_MAX_CLAIM];
+    size_t next = 0, queued = 0;
     cudaError_t err = cudaSuccess;
-    size_t queued = 0;
     *issued = false;
-    while (err == cudaSuccess && queued < s->n && queued < n) {
-        err = issue_chunk(p, s, chunk, queued, (unsigned)queued, issued);
-        queued++;
+    for (unsigned k = 0; k < s->n && next < c->bytes && err == cudaSuccess; k++, queued++) {
+        off[k] = next;
+        len[k] = c->bytes - next < s->slot[k]->bytes ? c->bytes - next : s->slot[k]->bytes;
+        next += len[k];
+        err = issue_chunk(p, s, off[k], len[k], k, issued);
     }
-    for (size_t i = 0; i < n && err == cudaSuccess; i++) {
+    for (size_t i = 0; i < queued && err == cudaSuccess; i++) {
         unsigned k = (unsigned)(i % s->n);
         err = us_pipe_wait(p->real, s->event[k]);
         if (err != cudaSuccess)
             break;
         s->pending[k] = -1;
-        us_hostcopy((char *)c->dst + i * chunk, s->slot[k]->ptr, us_pipe_chunk_len(c->bytes, chunk, i));
-        if (queued < n)
-            err = issue_chunk(p, s, chunk, queued++, k, issued);
+        us_hostcopy((char *)c->dst + off[k], s->slot[k]->ptr, len[k]);
+        if (next < c->bytes) {
+            off[k] = next;
+            len[k] = c->bytes - next < s->slot[k]->bytes ? c->bytes - next : s->slot[k]->bytes;
+            next += len[k];
+            queued++;
+            err = issue_chunk(p, s, off[k], len[k], k, issued);
+        }
     }
     return err;
 }
@@ -68,15 +77,14 @@ bool us_pipeline_d2h(const struct us_copy *c, cudaError_t *result)
     struct us_pipe p;
     if (!us_pipe_begin(&p, c))
         return false;
-    size_t chunk = us_staging_slot_bytes(), n = us_pipe_chunks(c->bytes, chunk);
     unsigned want = us_config()->slots;
     struct us_pipe_slots s;
-    if (!us_pipe_claim(&p, n < want ? (unsigned)n : want, &s)) {
+    if (!us_pipe_claim(&p, want, &s)) {
         us_pipe_end(&p, NULL, -1);
         return false;
     }
     bool issued;
-    cudaError_t err = copy_now(&p, &s, chunk, n, &issued);
+    cudaError_t err = copy_now(&p, &s, &issued);
     us_pipe_release(&s);
     if (!issued) { /* the first chunk was refused: the native call gives the native error */
         us_pipe_end(&p, NULL, -1);

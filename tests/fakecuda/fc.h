@@ -34,6 +34,7 @@ struct fc_config {
     size_t pageable_h2d_async_max; /* bytes */
     double timeslice_us;
     int staged_hold;               /* 1: a staged copy holds its caller until done */
+    double host_alloc_us_per_mib;  /* cudaHostAlloc holds the API lock this long per MiB */
     bool peer_capable[FC_MAX_DEVICES][FC_MAX_DEVICES];
 };
 

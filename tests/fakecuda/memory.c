@@ -212,6 +212,14 @@ cudaError_t cudaHostAlloc(void **ptr, size_t size, unsigned int flags)
         *ptr = NULL;
         return cudaSuccess;
     }
+    /* Pinning pages holds the driver: other threads' launches wait for it
+     * (FAKECUDA_HOST_ALLOC_US_PER_MIB, 0 by default; docs/fakecuda.md). */
+    double cost_us = fc_cfg()->host_alloc_us_per_mib * ((double)size / (1 << 20)) * fc_cfg()->time_scale;
+    if (cost_us > 0) {
+        fc_api_lock();
+        fc_sleep_until_us(fc_now_us() + cost_us);
+        fc_api_unlock();
+    }
     void *p = backing_alloc(size, 4096);
     if (p == NULL)
         return fc_ret(cudaErrorMemoryAllocation);

@@ -84,6 +84,9 @@ native native data threads order seed000 h2d_behind_kernel capture async_error d
 shimmed shim "$prog" all
 shimmed d2h_deferred_removed UNSTALL_D2H_DEFERRED=1 "$prog" d2h_then_h2d data
 expect_log d2h_deferred_removed "d2h_deferred was removed" 1
+# first use with pinning as costly as on an H200 and the default staging sizes
+run first_use_native LD_LIBRARY_PATH="$fake" PIPE_NATIVE=1 FAKECUDA_HOST_ALLOC_US_PER_MIB=400 UNSTALL_CHUNK_BYTES=8m "$prog" first_use_launch
+shimmed first_use FAKECUDA_HOST_ALLOC_US_PER_MIB=400 UNSTALL_CHUNK_BYTES=8m "$prog" first_use_launch
 shimmed no_pinned FAKECUDA_FAULT_HOST_ALLOC=1 "$prog" fault_no_pinned
 expect_log no_pinned "cudaHostAlloc of .* failed" 1
 shimmed no_events "$prog" fault_no_events

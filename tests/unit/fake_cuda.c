@@ -453,6 +453,26 @@ void fake_cuda_begin(size_t chunk_bytes, unsigned slots, size_t pinned_max)
     fake_cuda_log_capture();
 }
 
+void fake_cuda_warm_pool(unsigned n, size_t slot_bytes)
+{
+    struct us_slot *held[US_STAGING_MAX_CLAIM];
+    unsigned got = 0;
+    /* a copy of 8 slots grows the pool by one slot; held ones are not free */
+    while (got < n && got < US_STAGING_MAX_CLAIM &&
+           us_staging_claim(1, slot_bytes * US_STAGING_GROW_DIVISOR, held + got) == 1)
+        got++;
+    us_staging_release(held, got, NULL);
+}
+
+void fake_cuda_begin_warm(size_t chunk_bytes, unsigned slots, size_t pinned_max, unsigned nslots)
+{
+    fake_cuda_begin(chunk_bytes, slots, pinned_max);
+    fake_cuda_warm_pool(nslots, chunk_bytes);
+    memset(fns, 0, sizeof fns); /* the calls the test makes count from here */
+    fake_cuda.ncalls = 0;
+    fake_cuda.host_alloc_bytes = 0;
+}
+
 int fake_cuda_teardown(void **state)
 {
     (void)state;

@@ -25,6 +25,15 @@ static int setup(void **state)
     return 0;
 }
 
+/* A pool of 64 slots already there: the chunking and call counts of a
+ * process past its first copies (a cold pool grows one slot a copy). */
+static int setup_warm(void **state)
+{
+    (void)state;
+    fake_cuda_begin_warm(SLOT, 4, 128 * SLOT, 64);
+    return 0;
+}
+
 /* src+3 (device 0) -> dst+5 (pageable), checked (fake_cuda_copy_checked). */
 static bool d2h_checked(int api, size_t bytes, cudaStream_t stream, cudaError_t *result)
 {
@@ -117,7 +126,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_d2h_data_every_size_class, setup, fake_cuda_teardown),
-        cmocka_unit_test_setup_teardown(test_d2h_default_waits_per_chunk_with_slots_in_flight, setup, fake_cuda_teardown),
+        cmocka_unit_test_setup_teardown(test_d2h_default_waits_per_chunk_with_slots_in_flight, setup_warm, fake_cuda_teardown),
         cmocka_unit_test_setup_teardown(test_d2h_capture_and_invalid_stream_decline, setup, fake_cuda_teardown),
         cmocka_unit_test_setup_teardown(test_d2h_no_pinned_memory_declines, setup, fake_cuda_teardown),
         cmocka_unit_test_setup_teardown(test_d2h_errors, setup, fake_cuda_teardown),
