@@ -21,6 +21,8 @@ static struct {
     struct us_lane *table;
     struct us_lane *spares; /* linked through hh.next: made, not in the table */
     unsigned count;
+    void *spare_ring;       /* a ring whose lane could not be made */
+    size_t spare_ring_bytes;
 } lanes = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 static int logged_oom;
@@ -85,17 +87,22 @@ static bool make_events(struct us_lane *l, int current)
     return err == cudaSuccess;
 }
 
+static unsigned cfg_slots(void)
+{
+    unsigned slots = us_config()->slots;
+    return slots < US_LANE_MAX_SLOTS ? slots : US_LANE_MAX_SLOTS;
+}
+
 /* A lane with streams and events, not yet a ring; NULL (logged) on failure. */
 static struct us_lane *make_lane(const struct us_lane_key *key, int current)
 {
-    const struct us_config *cfg = us_config();
     struct us_lane *l = calloc(1, sizeof *l);
     if (l == NULL) {
         us_log_once(&logged_oom, US_LOG_WARN, "out of memory for the shim's lanes: copies go native");
         return NULL;
     }
     l->key = *key;
-    l->nslots = cfg->slots < US_LANE_MAX_SLOTS ? cfg->slots : US_LANE_MAX_SLOTS;
+    l->nslots = cfg_slots();
     pthread_mutex_init(&l->mu, NULL);
     cudaError_t err = us_pipe_stream_create(key->src_device, current, &l->d2h);
     if (err == cudaSuccess)
@@ -161,6 +168,30 @@ static struct us_lane *insert_locked(struct us_lane *l, const struct us_lane_key
     return l;
 }
 
+/* A ring whose lane could not be made (its streams or events failed): kept
+ * for the next lane rather than freed (freeing pinned memory synchronizes). */
+static void keep_spare_ring(void *ring, size_t bytes)
+{
+    pthread_mutex_lock(&lanes.mu);
+    if (lanes.spare_ring == NULL) {
+        lanes.spare_ring = ring;
+        lanes.spare_ring_bytes = bytes;
+    } /* else leaked: a second failure while one waits is not worth a list */
+    pthread_mutex_unlock(&lanes.mu);
+}
+
+static void *take_spare_ring(size_t bytes)
+{
+    pthread_mutex_lock(&lanes.mu);
+    void *ring = NULL;
+    if (lanes.spare_ring != NULL && lanes.spare_ring_bytes == bytes) {
+        ring = lanes.spare_ring;
+        lanes.spare_ring = NULL;
+    }
+    pthread_mutex_unlock(&lanes.mu);
+    return ring;
+}
+
 struct us_lane *us_lane_peer(cudaStream_t stream, int stream_device, int src_device, int dst_device, int current)
 {
     struct us_lane_key key;
@@ -180,16 +211,13 @@ struct us_lane *us_lane_peer(cudaStream_t stream, int stream_device, int src_dev
     if (l != NULL)
         return l;
 
-    l = make_lane(&key, current);
-    if (l == NULL)
-        return NULL;
-    l->ring_bytes = (size_t)l->nslots * us_config()->chunk_bytes;
-    void *ring;
-    if (us_staging_ring_alloc(l->ring_bytes, &ring)) {
-        l->ring = ring;
-    } else {
-        /* no room for another ring: take over an idle lane of the same devices */
-        discard(l);
+    /* The ring first: past pinned_max nothing is made that would be
+     * destroyed again (a copy used to make and destroy 2 streams and 12
+     * events); an idle lane of the same devices is taken over, or the copy
+     * goes native. */
+    size_t ring_bytes = (size_t)cfg_slots() * us_config()->chunk_bytes;
+    void *ring = take_spare_ring(ring_bytes);
+    if (ring == NULL && !us_staging_ring_alloc(ring_bytes, &ring)) {
         pthread_mutex_lock(&lanes.mu);
         l = take_idle_locked(&key);
         if (l != NULL)
@@ -197,6 +225,13 @@ struct us_lane *us_lane_peer(cudaStream_t stream, int stream_device, int src_dev
         pthread_mutex_unlock(&lanes.mu);
         return l;
     }
+    l = make_lane(&key, current);
+    if (l == NULL) {
+        keep_spare_ring(ring, ring_bytes); /* the next lane takes it: pinned memory is never freed */
+        return NULL;
+    }
+    l->ring = ring;
+    l->ring_bytes = ring_bytes;
     pthread_mutex_lock(&lanes.mu);
     l = insert_locked(l, &key);
     pthread_mutex_unlock(&lanes.mu);
@@ -216,6 +251,7 @@ void us_lanes_reset(void)
     pthread_mutex_lock(&lanes.mu);
     HASH_CLEAR(hh, lanes.table);
     lanes.spares = NULL;
+    lanes.spare_ring = NULL;
     lanes.count = 0;
     pthread_mutex_unlock(&lanes.mu);
 }

@@ -13,8 +13,10 @@
  * Lanes are made on first use with the right device current (the caller's
  * is restored), live for the process (never destroyed: contract 8), and
  * serialize the copies issued through them with their own mutex, held only
- * across calls that do not block. When pinned_max leaves no room for a new
- * ring, an idle lane of the same devices is taken over. */
+ * across calls that do not block. A new lane's ring is had before its
+ * streams and events are made: when pinned_max leaves no room for it, an
+ * idle lane of the same devices is taken over, or the copy goes native,
+ * and nothing is made and destroyed per copy. */
 #ifndef UNSTALL_LANES_H
 #define UNSTALL_LANES_H
 

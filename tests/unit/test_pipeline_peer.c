@@ -293,6 +293,36 @@ static void test_peer_idle_lane_taken_over_when_no_room(void **state)
     assert_int_equal(fake_cuda_count(FAKE_cudaHostAlloc), 1);
 }
 
+/* Past pinned_max (issue 8, item 8): a copy on a new stream takes over an
+ * idle lane or goes native, without making streams and events it then
+ * destroys (it made 2 streams and 12 events a copy before). */
+static void test_peer_past_pinned_max_makes_nothing_it_destroys(void **state)
+{
+    (void)state;
+    fake_cuda_config(SLOT, SLOTS, SLOTS * SLOT); /* one ring */
+    cudaError_t result;
+    assert_true(copy_checked(US_API_MEMCPY_PEER_ASYNC, 5 * SLOT, fake_cuda_user_stream(0), 0, 1, &result));
+    unsigned streams = fake_cuda_count(FAKE_cudaStreamCreateWithFlags);
+    unsigned events = fake_cuda_count(FAKE_cudaEventCreateWithFlags);
+    assert_int_equal(streams, 2);
+    for (int i = 0; i < 8; i++) {
+        fake_cuda.events_busy = i % 2 == 1; /* the lane busy: native; idle: taken over */
+        cudaStream_t s = fake_cuda_user_stream(0);
+        if (fake_cuda.events_busy) {
+            assert_declined_without_work(US_API_MEMCPY_PEER_ASYNC, s);
+        } else {
+            assert_true(copy_checked(US_API_MEMCPY_PEER_ASYNC, 5 * SLOT, s, 0, 1, &result));
+            assert_int_equal(result, cudaSuccess);
+        }
+    }
+    assert_int_equal(fake_cuda_count(FAKE_cudaStreamCreateWithFlags), streams);
+    assert_int_equal(fake_cuda_count(FAKE_cudaEventCreateWithFlags), events);
+    assert_int_equal(fake_cuda_count(FAKE_cudaStreamDestroy), 0);
+    assert_int_equal(fake_cuda_count(FAKE_cudaEventDestroy), 0);
+    assert_int_equal(fake_cuda_count(FAKE_cudaHostAlloc), 1);
+    assert_int_equal(us_lanes_count(), 1);
+}
+
 static void test_peer_error_mid_pipeline_is_returned(void **state)
 {
     (void)state;
@@ -383,6 +413,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_peer_event_create_failure_declines, setup, teardown),
         cmocka_unit_test_setup_teardown(test_peer_no_pinned_memory_declines, setup, teardown),
         cmocka_unit_test_setup_teardown(test_peer_idle_lane_taken_over_when_no_room, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_peer_past_pinned_max_makes_nothing_it_destroys, setup, teardown),
         cmocka_unit_test_setup_teardown(test_peer_error_mid_pipeline_is_returned, setup, teardown),
         cmocka_unit_test_setup_teardown(test_peer_refused_first_chunk_declines, setup, teardown),
         cmocka_unit_test_setup_teardown(test_peer_earlier_async_failure_is_reported, setup, teardown),
