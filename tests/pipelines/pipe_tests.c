@@ -480,18 +480,18 @@ static bool t_d2h_then_h2d(void)
     return true;
 }
 
-/* First use (issue 8, item 7): another thread's worst kernel launch while
- * this one makes its first pageable D2H copies (8 MiB each). Pinning memory
- * holds the driver (run.sh sets FAKECUDA_HOST_ALLOC_US_PER_MIB=400: 32 MiB
- * hold it 12.8 ms, as the first staging pool did on an H200), and a native
- * 8 MiB pageable D2H holds it about 0.8 ms (BW_PAGEABLE 10 GB/s). The pool's
- * growth must not hold the driver much longer than the native copies do:
- * the longest hold of the API lock (the mechanism: fakecuda_stats) stays
- * under 3 ms, and the other thread's worst launch under 10 ms (both 12.8 ms
- * and more when the pool grew by slots x chunk_bytes at once; the launch
- * bound is loose because a loaded 2-core CI machine adds scheduling delay).
- * Natively only the data is checked; the figures are printed. Run with the
- * default chunk_bytes (8m). */
+/* First use (issue 8, item 7): another thread launches kernels while this
+ * one makes its first pageable D2H copies (8 MiB each). Pinning memory holds
+ * the driver, in proportion to its size (run.sh sets
+ * FAKECUDA_HOST_ALLOC_US_PER_MIB=400: 32 MiB hold it 12.8 ms, as the first
+ * staging pool did on an H200), and a native 8 MiB pageable D2H holds it
+ * about 0.8 ms (BW_PAGEABLE 10 GB/s). The pool's growth must not hold the
+ * driver much longer than the native copies do, so no single allocation may
+ * exceed an eighth of the copy (1 MiB: a 0.4 ms hold; it was 32 MiB). That
+ * is asserted; the other thread's worst launch and the longest API lock
+ * hold are printed, not asserted: on a loaded CI machine a descheduled
+ * holder adds tens of ms to either (0.5-1.5 ms idle, against 12.9 before).
+ * Run with the default chunk_bytes (8m). */
 struct launch_probe {
     atomic_bool stop;
     double worst_ms;
@@ -539,14 +539,66 @@ static bool t_first_use_launch(void)
     pthread_join(t, NULL);
     struct fakecuda_stats st;
     fakecuda_stats(&st);
-    printf("first_use_launch: worst launch of another thread %.2f ms, longest API lock hold %.2f ms\n",
-           lp.worst_ms, st.api_lock_max_hold_us / 1e3);
+    printf("first_use_launch: worst launch of another thread %.2f ms, longest API lock hold %.2f ms, "
+           "largest pinned allocation %llu KiB\n",
+           lp.worst_ms, st.api_lock_max_hold_us / 1e3, st.pinned_alloc_max_bytes >> 10);
     CHECK(data_ok, "%s", "a copy failed or its data is wrong");
-    CHECK(native || st.api_lock_max_hold_us < 3000, "the driver was held %.2f ms during the first copies",
-          st.api_lock_max_hold_us / 1e3);
-    CHECK(native || lp.worst_ms < 10.0, "another thread's launch waited %.2f ms during the first copies",
-          lp.worst_ms);
+    CHECK(native || st.pinned_alloc_max_bytes <= n / 8, "a pinned allocation of %llu bytes held the driver "
+          "during the first copies", st.pinned_alloc_max_bytes);
     cudaFree(d);
+    free(h);
+    return true;
+}
+
+/* Another thread frees the device buffer while a pageable D2H copies it
+ * (issue 8, item 10). Racy, but natively the copy (held behind the kernel,
+ * under the API lock) finishes before cudaFree, which synchronizes the
+ * device, frees the memory: the program survives with the data in place.
+ * The shim's chunked copy outlived that; a release must wait for the shim's
+ * chunks on its range. Also with an H2D into the buffer being freed. */
+struct freer {
+    void *ptr;
+    unsigned delay_us;
+    cudaError_t result;
+};
+
+static void *freer_main(void *arg)
+{
+    struct freer *f = arg;
+    usleep(f->delay_us);
+    f->result = cudaFree(f->ptr);
+    return NULL;
+}
+
+static bool t_free_during_copy(void)
+{
+    const size_t n = 40 * CHUNK + 5;
+    unsigned char *h = malloc(n);
+    CHECK(h != NULL, "%s", "out of memory");
+    cudaStream_t s = stream_on(0, cudaStreamNonBlocking);
+    for (int dir = 0; dir < 2; dir++) {
+        unsigned char *d = dev_alloc(0, n);
+        CHECK(d != NULL, "%s", "cudaMalloc");
+        struct freer f = {.ptr = d, .delay_us = 10000, .result = cudaErrorUnknown};
+        pthread_t t;
+        if (dir == 0) { /* D2H out of the buffer being freed */
+            CUDA(launch_write(s, d, n, 91, 30000));
+            CHECK(pthread_create(&t, NULL, freer_main, &f) == 0, "%s", "pthread_create");
+            CUDA(cudaMemcpyAsync(h, d, n, cudaMemcpyDeviceToHost, s));
+            pthread_join(t, NULL);
+            long bad = mismatch(h, n, 91);
+            CHECK(bad < 0, "the D2H data is wrong at %ld", bad);
+        } else { /* H2D into it, behind a kernel */
+            fill(h, n, 92);
+            CUDA(launch_sleep(s, 30000));
+            CHECK(pthread_create(&t, NULL, freer_main, &f) == 0, "%s", "pthread_create");
+            CUDA(cudaMemcpyAsync(d, h, n, cudaMemcpyHostToDevice, s));
+            pthread_join(t, NULL);
+            CUDA(cudaStreamSynchronize(s));
+        }
+        CHECK(f.result == cudaSuccess, "cudaFree returned %d", (int)f.result);
+    }
+    cudaStreamDestroy(s);
     free(h);
     return true;
 }
@@ -727,6 +779,7 @@ static const struct test tests[] = {
     {"capture", t_capture, true},
     {"async_error", t_async_error, true},
     {"d2h_then_h2d", t_d2h_then_h2d, true},
+    {"free_during_copy", t_free_during_copy, true},
     {"first_use_launch", t_first_use_launch, false},
     {"fault_no_pinned", t_fault_no_pinned, false},
     {"fault_no_events", t_fault_no_events, false},

@@ -80,7 +80,7 @@ expect_log() {
     else fail "$1.log" "'$2' logged $n times, expected $3"; fi
 }
 
-native native data threads order seed000 h2d_behind_kernel capture async_error d2h_then_h2d
+native native data threads order seed000 h2d_behind_kernel capture async_error d2h_then_h2d free_during_copy
 shimmed shim "$prog" all
 shimmed d2h_deferred_removed UNSTALL_D2H_DEFERRED=1 "$prog" d2h_then_h2d data
 expect_log d2h_deferred_removed "d2h_deferred was removed" 1
