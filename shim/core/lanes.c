@@ -23,6 +23,7 @@ static struct {
     unsigned count;
     void *spare_ring;       /* a ring whose lane could not be made */
     size_t spare_ring_bytes;
+    int spare_ring_device;
 } lanes = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 static int logged_oom;
@@ -170,22 +171,29 @@ static struct us_lane *insert_locked(struct us_lane *l, const struct us_lane_key
 
 /* A ring whose lane could not be made (its streams or events failed): kept
  * for the next lane rather than freed (freeing pinned memory synchronizes). */
-static void keep_spare_ring(void *ring, size_t bytes)
+static void keep_spare_ring_locked(void *ring, size_t bytes, int device)
 {
-    pthread_mutex_lock(&lanes.mu);
     if (lanes.spare_ring == NULL) {
         lanes.spare_ring = ring;
         lanes.spare_ring_bytes = bytes;
-    } /* else leaked: a second failure while one waits is not worth a list */
+        lanes.spare_ring_device = device;
+    } /* else leaked: a second one while one waits is not worth a list */
+}
+
+static void keep_spare_ring(void *ring, size_t bytes, int device)
+{
+    pthread_mutex_lock(&lanes.mu);
+    keep_spare_ring_locked(ring, bytes, device);
     pthread_mutex_unlock(&lanes.mu);
 }
 
-static void *take_spare_ring(size_t bytes)
+static void *take_spare_ring(size_t bytes, int *device)
 {
     pthread_mutex_lock(&lanes.mu);
     void *ring = NULL;
     if (lanes.spare_ring != NULL && lanes.spare_ring_bytes == bytes) {
         ring = lanes.spare_ring;
+        *device = lanes.spare_ring_device;
         lanes.spare_ring = NULL;
     }
     pthread_mutex_unlock(&lanes.mu);
@@ -216,8 +224,9 @@ struct us_lane *us_lane_peer(cudaStream_t stream, int stream_device, int src_dev
      * events); an idle lane of the same devices is taken over, or the copy
      * goes native. */
     size_t ring_bytes = (size_t)cfg_slots() * us_config()->chunk_bytes;
-    void *ring = take_spare_ring(ring_bytes);
-    if (ring == NULL && !us_staging_ring_alloc(ring_bytes, &ring)) {
+    int ring_device = -1;
+    void *ring = take_spare_ring(ring_bytes, &ring_device);
+    if (ring == NULL && !us_staging_ring_alloc(ring_bytes, &ring, &ring_device)) {
         pthread_mutex_lock(&lanes.mu);
         l = take_idle_locked(&key);
         if (l != NULL)
@@ -227,15 +236,61 @@ struct us_lane *us_lane_peer(cudaStream_t stream, int stream_device, int src_dev
     }
     l = make_lane(&key, current);
     if (l == NULL) {
-        keep_spare_ring(ring, ring_bytes); /* the next lane takes it: pinned memory is never freed */
+        keep_spare_ring(ring, ring_bytes, ring_device); /* the next lane takes it: pinned memory is never freed */
         return NULL;
     }
     l->ring = ring;
     l->ring_bytes = ring_bytes;
+    l->ring_device = ring_device;
     pthread_mutex_lock(&lanes.mu);
     l = insert_locked(l, &key);
     pthread_mutex_unlock(&lanes.mu);
     return l;
+}
+
+static bool lane_on_device(const struct us_lane *l, int device)
+{
+    const struct us_lane_key *k = &l->key;
+    return k->stream_device == device || k->src_device == device || k->dst_device == device ||
+           l->ring_device == device;
+}
+
+/* Under lanes.mu: a lane dropped by a reset; its ring kept when it survived. */
+static void drop_lane_locked(struct us_lane *l, int device)
+{
+    if (l->ring == NULL)
+        return;
+    if (l->ring_device == device)
+        us_staging_ring_forget(l->ring_bytes);
+    else
+        keep_spare_ring_locked(l->ring, l->ring_bytes, l->ring_device);
+}
+
+void us_lanes_forget_device(int device)
+{
+    pthread_mutex_lock(&lanes.mu);
+    struct us_lane *l, *tmp;
+    HASH_ITER(hh, lanes.table, l, tmp) {
+        if (lane_on_device(l, device)) {
+            HASH_DEL(lanes.table, l); /* leaked: a copy may still hold it */
+            lanes.count--;
+            drop_lane_locked(l, device);
+        }
+    }
+    for (struct us_lane **p = &lanes.spares; *p != NULL;) {
+        l = *p;
+        if (lane_on_device(l, device)) {
+            *p = l->hh.next;
+            drop_lane_locked(l, device);
+        } else {
+            p = (struct us_lane **)&l->hh.next;
+        }
+    }
+    if (lanes.spare_ring != NULL && lanes.spare_ring_device == device) {
+        us_staging_ring_forget(lanes.spare_ring_bytes);
+        lanes.spare_ring = NULL;
+    }
+    pthread_mutex_unlock(&lanes.mu);
 }
 
 unsigned us_lanes_count(void)

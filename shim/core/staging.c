@@ -18,6 +18,7 @@
 
 struct block {
     struct block *next;
+    int device; /* current at its allocation: a reset of it frees the memory */
     unsigned n;
     struct us_slot slots[];
 };
@@ -44,11 +45,14 @@ static bool reserve(size_t bytes)
     return true;
 }
 
-/* `bytes` of portable pinned memory within the budget. */
-static bool pinned_alloc(size_t bytes, void **out)
+/* `bytes` of portable pinned memory within the budget; *device: the device
+ * current at the allocation (its context owns the memory). */
+static bool pinned_alloc(size_t bytes, void **out, int *device)
 {
     if (!reserve(bytes))
         return false;
+    *device = -1;
+    us_real()->cudaGetDevice(device);
     void *p = NULL;
     cudaError_t err = us_real()->cudaHostAlloc(&p, bytes, cudaHostAllocPortable);
     if (err != cudaSuccess || p == NULL) {
@@ -62,9 +66,14 @@ static bool pinned_alloc(size_t bytes, void **out)
     return true;
 }
 
-bool us_staging_ring_alloc(size_t bytes, void **out)
+bool us_staging_ring_alloc(size_t bytes, void **out, int *device)
 {
-    return pinned_alloc(bytes, out);
+    return pinned_alloc(bytes, out, device);
+}
+
+void us_staging_ring_forget(size_t bytes)
+{
+    atomic_fetch_sub(&pinned_bytes, bytes);
 }
 
 size_t us_staging_pinned_bytes(void)
@@ -139,7 +148,7 @@ static bool grow(size_t bytes, struct us_slot **out)
         return false;
     }
     void *mem;
-    if (!pinned_alloc(bytes, &mem)) {
+    if (!pinned_alloc(bytes, &mem, &b->device)) {
         free(b);
         return false;
     }
@@ -198,6 +207,35 @@ void us_staging_release(struct us_slot *const *slots, unsigned n, const int *pen
         else
             slots[i]->pending_device = pending;
     }
+    pthread_mutex_unlock(&pool.mu);
+}
+
+void us_staging_forget_device(int device)
+{
+    if (device < 0 || device >= US_MAX_DEVICES)
+        return;
+    pthread_mutex_lock(&pool.mu);
+    struct block **at = &pool.head, *last = NULL;
+    while (*at != NULL) {
+        struct block *b = *at;
+        if (b->device == device) {
+            /* freed by the reset: out of the pool, the bookkeeping leaked
+             * (a copy still holding one of its slots may write to it) */
+            *at = b->next;
+            for (unsigned i = 0; i < b->n; i++)
+                atomic_fetch_sub(&pinned_bytes, b->slots[i].bytes);
+            continue;
+        }
+        for (unsigned i = 0; i < b->n; i++) {
+            struct us_slot *slot = &b->slots[i];
+            slot->events[device] = NULL; /* destroyed by the reset: made again on next use */
+            if (slot->pending_device == device)
+                slot->pending_device = -1; /* its work drained or died with the context */
+        }
+        last = b;
+        at = &b->next;
+    }
+    pool.tail = last;
     pthread_mutex_unlock(&pool.mu);
 }
 

@@ -54,10 +54,21 @@ struct us_slot {
     cudaEvent_t events[US_MAX_DEVICES]; /* made on first use on each device */
 };
 
-/* A block of `bytes` pinned bytes within pinned_max, for a lane's ring. The
- * current device must be a valid one (it is synchronized). false: over the
- * budget or the allocation failed (logged once each). */
-bool us_staging_ring_alloc(size_t bytes, void **out);
+/* A block of `bytes` pinned bytes within pinned_max, for a lane's ring;
+ * *device: the device current at the allocation, whose reset frees it.
+ * false: over the budget or the allocation failed (logged once each). */
+bool us_staging_ring_alloc(size_t bytes, void **out, int *device);
+
+/* A ring of `bytes` that a device reset freed leaves the budget. */
+void us_staging_ring_forget(size_t bytes);
+
+/* After cudaDeviceReset of `device`: the slots allocated while it was
+ * current leave the pool (the reset freed them: they are forgotten, never
+ * freed again, and their bytes leave the budget), and every other slot
+ * forgets its event on that device (made again on next use). The pinned
+ * memory is assumed freed by the reset, portable or not (the context that
+ * allocated it owned it); if it survived, it is leaked, never freed twice. */
+void us_staging_forget_device(int device);
 
 /* The largest slot: chunk_bytes when the pool started. */
 size_t us_staging_slot_bytes(void);

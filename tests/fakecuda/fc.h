@@ -104,6 +104,9 @@ struct fc_mem_info {
 
 /* Classifies p: pageable when no allocation or registered range contains it. */
 void fc_mem_lookup(const void *p, struct fc_mem_info *out);
+/* cudaDeviceReset: frees the device memory of `device` and the pinned
+ * memory allocated while it was current. */
+void fc_mem_reset_device(int device);
 /* Whether [p, p+bytes) lies inside the allocation `m` describes. */
 bool fc_mem_covers(const struct fc_mem_info *m, const void *p, size_t bytes);
 

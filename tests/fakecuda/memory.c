@@ -148,6 +148,29 @@ static void backing_free(void *p, size_t size)
         free(p);
 }
 
+void fc_mem_reset_device(int device)
+{
+    /* what the device's context owned: its device memory, and the pinned
+     * memory allocated while it was current (portable or not: the context
+     * that allocated it frees it). Registered ranges stay: the memory is
+     * the program's. */
+    for (;;) {
+        struct fc_alloc a = {0};
+        bool found = false;
+        pthread_rwlock_wrlock(&reg_lock);
+        for (size_t i = 0; i < nallocs && !found; i++)
+            if (allocs[i].device == device && (allocs[i].kind == FC_MEM_DEVICE || allocs[i].kind == FC_MEM_PINNED)) {
+                a = allocs[i];
+                remove_at(i);
+                found = true;
+            }
+        pthread_rwlock_unlock(&reg_lock);
+        if (!found)
+            return;
+        backing_free((void *)a.base, a.size);
+    }
+}
+
 /* --- device memory ------------------------------------------------------------------------ */
 
 cudaError_t cudaMalloc(void **ptr, size_t size)

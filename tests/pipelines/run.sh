@@ -84,6 +84,21 @@ native native data threads order seed000 h2d_behind_kernel capture async_error d
 shimmed shim "$prog" all
 shimmed d2h_deferred_removed UNSTALL_D2H_DEFERRED=1 "$prog" d2h_then_h2d data
 expect_log d2h_deferred_removed "d2h_deferred was removed" 1
+# cudaDeviceReset, then copies again (tests/gpu/device_reset.c, also run on a GPU)
+reset_prog=$work/device_reset
+if ${CC:-gcc} -std=c11 -D_GNU_SOURCE -O1 -g -Wall -Wextra -Werror -I"$cuda/include" \
+    -o "$reset_prog" "$here/../gpu/device_reset.c" -L"$fake" -lcudart; then
+    for mode in native shim; do
+        pre=""
+        [ "$mode" = shim ] && pre="LD_PRELOAD=$shim"
+        if env LD_LIBRARY_PATH="$fake" $pre "$reset_prog" >"$work/reset_$mode.out" 2>"$work/reset_$mode.err" &&
+            grep -q '^device_reset: ok=1$' "$work/reset_$mode.out"; then pass "device_reset.$mode"
+        else fail "device_reset.$mode" "$(grep -v 'done' "$work/reset_$mode.out" | head -2 | tr '\n' ' ')"; fi
+    done
+else
+    fail device_reset.build "tests/gpu/device_reset.c does not compile"
+fi
+
 # first use with pinning as costly as on an H200 and the default staging sizes
 run first_use_native LD_LIBRARY_PATH="$fake" PIPE_NATIVE=1 FAKECUDA_HOST_ALLOC_US_PER_MIB=400 UNSTALL_CHUNK_BYTES=8m "$prog" first_use_launch
 shimmed first_use FAKECUDA_HOST_ALLOC_US_PER_MIB=400 UNSTALL_CHUNK_BYTES=8m "$prog" first_use_launch

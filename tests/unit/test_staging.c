@@ -156,7 +156,8 @@ static void test_staging_alloc_failure_declines_and_keeps_budget(void **state)
     assert_int_equal(us_staging_pinned_bytes(), 0);
     assert_int_equal(fake_cuda_log_count("cudaHostAlloc"), 1);
     void *ring;
-    assert_false(us_staging_ring_alloc(SLOT, &ring));
+    int ring_device;
+    assert_false(us_staging_ring_alloc(SLOT, &ring, &ring_device));
     fake_cuda_fail(FAKE_cudaHostAlloc, 0, 0, cudaSuccess);
     assert_int_equal(us_staging_claim(2, SLOT, s), 1);
 }
@@ -166,9 +167,10 @@ static void test_staging_ring_counts_toward_the_budget(void **state)
     (void)state;
     fake_cuda_config(SLOT, 4, 6 * SLOT);
     void *ring;
-    assert_true(us_staging_ring_alloc(4 * SLOT, &ring));
+    int ring_device;
+    assert_true(us_staging_ring_alloc(4 * SLOT, &ring, &ring_device));
     assert_int_equal(us_staging_pinned_bytes(), 4 * SLOT);
-    assert_false(us_staging_ring_alloc(4 * SLOT, &ring));
+    assert_false(us_staging_ring_alloc(4 * SLOT, &ring, &ring_device));
     fake_cuda_warm_pool(4, SLOT);
     assert_int_equal(us_staging_pinned_bytes(), 6 * SLOT); /* 2 slots fit beside the ring */
 }
