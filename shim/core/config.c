@@ -39,6 +39,17 @@ static const char *const us_known_vars[] = {
     "UNSTALL_PRELOADED", /* reserved for a launcher to mark the program it starts */
 };
 
+/* Options that existed and were removed: setting one says why, once per
+ * place it is set, and changes nothing. Keep a row for a few releases. */
+static const struct {
+    const char *name;
+    const char *why;
+} us_removed_options[] = {
+    {"d2h_deferred", "a pageable D2H returned before the data was in place, so correctly ordered code "
+                     "(a D2H into a buffer, then an H2D from it on the same stream) sent stale bytes; "
+                     "pageable D2H copies keep the native promise now (docs/pipelines.md)"},
+};
+
 #define US_ENV_PREFIX "UNSTALL_"
 #define US_ENV_PREFIX_LEN (sizeof US_ENV_PREFIX - 1)
 #define US_CONFIG_FILE_MAX (1u << 20) /* a config file is a few KiB; refuse megabytes */
@@ -462,6 +473,18 @@ static bool us_is_known_var(const char *name, size_t len)
     return false;
 }
 
+/* The removal note of a removed option's name (file spelling, or the
+ * environment's upper case), or NULL. */
+static const char *us_removed_why(const char *name, size_t len, const char **removed_name)
+{
+    for (size_t i = 0; i < sizeof us_removed_options / sizeof us_removed_options[0]; i++)
+        if (us_equal_nocase(name, len, us_removed_options[i].name)) {
+            *removed_name = us_removed_options[i].name;
+            return us_removed_options[i].why;
+        }
+    return NULL;
+}
+
 /* --- the sources ---------------------------------------------------------------- */
 
 static void us_load_environment(struct us_config *out, enum us_option_source *sources,
@@ -484,6 +507,11 @@ static void us_load_environment(struct us_config *out, enum us_option_source *so
             continue;
         char shown[US_SHOWN_MAX + 8];
         us_format_text(var, (size_t)(eq - var), false, shown, sizeof shown);
+        const char *removed, *why = us_removed_why(name, name_len, &removed);
+        if (why != NULL) {
+            us_log(US_LOG_WARN, "%s: %s was removed: %s; ignored", shown, removed, why);
+            continue;
+        }
         int match = us_close_match(name, name_len);
         if (match < 0) {
             us_log(US_LOG_WARN, "%s: unknown variable, ignored", shown);
@@ -556,6 +584,12 @@ static void us_load_file(struct us_config *out, enum us_option_source *sources, 
         }
         char shown[US_SHOWN_MAX + 8];
         us_format_shown(p, key_len, shown, sizeof shown);
+        const char *removed, *why = us_removed_why(name, name_len, &removed);
+        if (why != NULL) {
+            us_log(US_LOG_WARN, "%s:%u: %s was removed: %s; ignored", origin.file_name, origin.line, removed,
+                   why);
+            continue;
+        }
         int match = us_close_match(name, name_len);
         if (match < 0)
             us_log(US_LOG_WARN, "%s:%u: unknown key %s, ignored", origin.file_name, origin.line, shown);

@@ -21,6 +21,9 @@ static struct {
     struct us_lane *table;
     struct us_lane *spares; /* linked through hh.next: made, not in the table */
     unsigned count;
+    void *spare_ring;       /* a ring whose lane could not be made */
+    size_t spare_ring_bytes;
+    int spare_ring_device;
 } lanes = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 static int logged_oom;
@@ -85,17 +88,22 @@ static bool make_events(struct us_lane *l, int current)
     return err == cudaSuccess;
 }
 
+static unsigned cfg_slots(void)
+{
+    unsigned slots = us_config()->slots;
+    return slots < US_LANE_MAX_SLOTS ? slots : US_LANE_MAX_SLOTS;
+}
+
 /* A lane with streams and events, not yet a ring; NULL (logged) on failure. */
 static struct us_lane *make_lane(const struct us_lane_key *key, int current)
 {
-    const struct us_config *cfg = us_config();
     struct us_lane *l = calloc(1, sizeof *l);
     if (l == NULL) {
         us_log_once(&logged_oom, US_LOG_WARN, "out of memory for the shim's lanes: copies go native");
         return NULL;
     }
     l->key = *key;
-    l->nslots = cfg->slots < US_LANE_MAX_SLOTS ? cfg->slots : US_LANE_MAX_SLOTS;
+    l->nslots = cfg_slots();
     pthread_mutex_init(&l->mu, NULL);
     cudaError_t err = us_pipe_stream_create(key->src_device, current, &l->d2h);
     if (err == cudaSuccess)
@@ -161,6 +169,37 @@ static struct us_lane *insert_locked(struct us_lane *l, const struct us_lane_key
     return l;
 }
 
+/* A ring whose lane could not be made (its streams or events failed): kept
+ * for the next lane rather than freed (freeing pinned memory synchronizes). */
+static void keep_spare_ring_locked(void *ring, size_t bytes, int device)
+{
+    if (lanes.spare_ring == NULL) {
+        lanes.spare_ring = ring;
+        lanes.spare_ring_bytes = bytes;
+        lanes.spare_ring_device = device;
+    } /* else leaked: a second one while one waits is not worth a list */
+}
+
+static void keep_spare_ring(void *ring, size_t bytes, int device)
+{
+    pthread_mutex_lock(&lanes.mu);
+    keep_spare_ring_locked(ring, bytes, device);
+    pthread_mutex_unlock(&lanes.mu);
+}
+
+static void *take_spare_ring(size_t bytes, int *device)
+{
+    pthread_mutex_lock(&lanes.mu);
+    void *ring = NULL;
+    if (lanes.spare_ring != NULL && lanes.spare_ring_bytes == bytes) {
+        ring = lanes.spare_ring;
+        *device = lanes.spare_ring_device;
+        lanes.spare_ring = NULL;
+    }
+    pthread_mutex_unlock(&lanes.mu);
+    return ring;
+}
+
 struct us_lane *us_lane_peer(cudaStream_t stream, int stream_device, int src_device, int dst_device, int current)
 {
     struct us_lane_key key;
@@ -180,16 +219,14 @@ struct us_lane *us_lane_peer(cudaStream_t stream, int stream_device, int src_dev
     if (l != NULL)
         return l;
 
-    l = make_lane(&key, current);
-    if (l == NULL)
-        return NULL;
-    l->ring_bytes = (size_t)l->nslots * us_config()->chunk_bytes;
-    void *ring;
-    if (us_staging_ring_alloc(l->ring_bytes, &ring)) {
-        l->ring = ring;
-    } else {
-        /* no room for another ring: take over an idle lane of the same devices */
-        discard(l);
+    /* The ring first: past pinned_max nothing is made that would be
+     * destroyed again (a copy used to make and destroy 2 streams and 12
+     * events); an idle lane of the same devices is taken over, or the copy
+     * goes native. */
+    size_t ring_bytes = (size_t)cfg_slots() * us_config()->chunk_bytes;
+    int ring_device = -1;
+    void *ring = take_spare_ring(ring_bytes, &ring_device);
+    if (ring == NULL && !us_staging_ring_alloc(ring_bytes, &ring, &ring_device)) {
         pthread_mutex_lock(&lanes.mu);
         l = take_idle_locked(&key);
         if (l != NULL)
@@ -197,10 +234,63 @@ struct us_lane *us_lane_peer(cudaStream_t stream, int stream_device, int src_dev
         pthread_mutex_unlock(&lanes.mu);
         return l;
     }
+    l = make_lane(&key, current);
+    if (l == NULL) {
+        keep_spare_ring(ring, ring_bytes, ring_device); /* the next lane takes it: pinned memory is never freed */
+        return NULL;
+    }
+    l->ring = ring;
+    l->ring_bytes = ring_bytes;
+    l->ring_device = ring_device;
     pthread_mutex_lock(&lanes.mu);
     l = insert_locked(l, &key);
     pthread_mutex_unlock(&lanes.mu);
     return l;
+}
+
+static bool lane_on_device(const struct us_lane *l, int device)
+{
+    const struct us_lane_key *k = &l->key;
+    return k->stream_device == device || k->src_device == device || k->dst_device == device ||
+           l->ring_device == device;
+}
+
+/* Under lanes.mu: a lane dropped by a reset; its ring kept when it survived. */
+static void drop_lane_locked(struct us_lane *l, int device)
+{
+    if (l->ring == NULL)
+        return;
+    if (l->ring_device == device)
+        us_staging_ring_forget(l->ring_bytes);
+    else
+        keep_spare_ring_locked(l->ring, l->ring_bytes, l->ring_device);
+}
+
+void us_lanes_forget_device(int device)
+{
+    pthread_mutex_lock(&lanes.mu);
+    struct us_lane *l, *tmp;
+    HASH_ITER(hh, lanes.table, l, tmp) {
+        if (lane_on_device(l, device)) {
+            HASH_DEL(lanes.table, l); /* leaked: a copy may still hold it */
+            lanes.count--;
+            drop_lane_locked(l, device);
+        }
+    }
+    for (struct us_lane **p = &lanes.spares; *p != NULL;) {
+        l = *p;
+        if (lane_on_device(l, device)) {
+            *p = l->hh.next;
+            drop_lane_locked(l, device);
+        } else {
+            p = (struct us_lane **)&l->hh.next;
+        }
+    }
+    if (lanes.spare_ring != NULL && lanes.spare_ring_device == device) {
+        us_staging_ring_forget(lanes.spare_ring_bytes);
+        lanes.spare_ring = NULL;
+    }
+    pthread_mutex_unlock(&lanes.mu);
 }
 
 unsigned us_lanes_count(void)
@@ -216,6 +306,7 @@ void us_lanes_reset(void)
     pthread_mutex_lock(&lanes.mu);
     HASH_CLEAR(hh, lanes.table);
     lanes.spares = NULL;
+    lanes.spare_ring = NULL;
     lanes.count = 0;
     pthread_mutex_unlock(&lanes.mu);
 }

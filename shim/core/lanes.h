@@ -13,8 +13,10 @@
  * Lanes are made on first use with the right device current (the caller's
  * is restored), live for the process (never destroyed: contract 8), and
  * serialize the copies issued through them with their own mutex, held only
- * across calls that do not block. When pinned_max leaves no room for a new
- * ring, an idle lane of the same devices is taken over. */
+ * across calls that do not block. A new lane's ring is had before its
+ * streams and events are made: when pinned_max leaves no room for it, an
+ * idle lane of the same devices is taken over, or the copy goes native,
+ * and nothing is made and destroyed per copy. */
 #ifndef UNSTALL_LANES_H
 #define UNSTALL_LANES_H
 
@@ -47,6 +49,7 @@ struct us_lane {
     unsigned nslots;
     char *ring;              /* nslots * slot_bytes, pinned, portable */
     size_t ring_bytes;
+    int ring_device;         /* current at the ring's allocation: its reset frees it */
     bool used;               /* done has been recorded */
     bool broken;             /* its state is unknown after a failure: not used again */
 };
@@ -56,6 +59,12 @@ struct us_lane {
  * on first use. NULL when its streams, events or ring cannot be had (the
  * reason logged once): decline. The caller locks lane->mu around its use. */
 struct us_lane *us_lane_peer(cudaStream_t stream, int stream_device, int src_device, int dst_device, int current);
+
+/* After cudaDeviceReset of `device`: every lane with a stream or event on
+ * it, or a ring allocated while it was current, is forgotten (its handles
+ * are dead: never destroyed, never used again); a surviving ring of such a
+ * lane is kept for the next lane. Lanes are made again on next use. */
+void us_lanes_forget_device(int device);
 
 /* Lanes in the table (tests). */
 unsigned us_lanes_count(void);

@@ -4,6 +4,7 @@
 #include "config.h"
 #include "device_state.h"
 #include "findings.h"
+#include "inflight.h"
 #include "log.h"
 #include "state.h"
 
@@ -17,7 +18,7 @@
     X(cudaEventRecord) X(cudaEventQuery) X(cudaEventSynchronize) X(cudaMemcpyAsync)           \
     X(cudaHostAlloc) X(cudaLaunchHostFunc)
 
-static int logged_no_slot, logged_event, logged_stream, logged_missing, logged_mode, logged_capture, logged_capture_query, logged_device,
+static int logged_inflight_full, logged_no_slot, logged_event, logged_stream, logged_missing, logged_mode, logged_capture, logged_capture_query, logged_device,
     logged_stream_device, logged_device_range;
 
 static const char *missing_function(const struct us_real_api *real)
@@ -88,6 +89,15 @@ bool us_pipe_begin(struct us_pipe *p, const struct us_copy *c)
                     US_MAX_DEVICES);
         goto declined;
     }
+    /* the device sides: a release of them waits until us_pipe_end */
+    uintptr_t base[2] = {(uintptr_t)c->src, (uintptr_t)c->dst};
+    size_t bytes[2] = {c->src_mem.kind == US_MEM_DEVICE ? c->bytes : 0,
+                       c->dst_mem.kind == US_MEM_DEVICE ? c->bytes : 0};
+    if (!us_inflight_begin(base, bytes, 2, &p->inflight)) {
+        us_log_once(&logged_inflight_full, US_LOG_INFO, "more than %d copies rewritten at once: the copy goes native",
+                    US_INFLIGHT_MAX);
+        goto declined;
+    }
     return true;
 
 declined:
@@ -97,6 +107,7 @@ declined:
 
 void us_pipe_end(struct us_pipe *p, const char *span, int device)
 {
+    us_inflight_end(p->inflight);
     restore_mode(p);
     if (span != NULL)
         us_findings_span(span, device, p->start_ns, us_now_ns(), p->copy->bytes);
@@ -182,7 +193,7 @@ unsigned us_pipe_claim_cap(void)
 
 bool us_pipe_claim(const struct us_pipe *p, unsigned want, struct us_pipe_slots *s)
 {
-    s->n = us_staging_claim(want, s->slot);
+    s->n = us_staging_claim(want, p->copy->bytes, s->slot);
     if (s->n == 0) {
         us_log_once(&logged_no_slot, US_LOG_INFO,
                     "no pinned staging free without waiting: the copy goes native (pinned_max, or every slot busy)");

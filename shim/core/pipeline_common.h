@@ -25,11 +25,14 @@ struct us_pipe {
     int current_device;   /* the caller's, restored after any switch */
     enum cudaStreamCaptureMode saved_mode;
     uint64_t start_ns;
+    unsigned inflight;    /* its entry in the in-flight table (inflight.h) */
 };
 
 /* The checks every pipeline makes before it issues anything: the runtime
  * has the functions the pipelines call, the stream is valid and not
- * capturing. Switches this thread to relaxed capture mode. False: declined,
+ * capturing. Switches this thread to relaxed capture mode and registers the
+ * copy's device ranges as in flight (a release waits for them until
+ * us_pipe_end). False: declined,
  * the reason logged once, the mode restored; the caller goes native. */
 bool us_pipe_begin(struct us_pipe *p, const struct us_copy *c);
 
@@ -49,8 +52,9 @@ struct us_pipe_slots {
 /* The most slots one copy claims: half of pinned_max, at least one. */
 unsigned us_pipe_claim_cap(void);
 
-/* Claims up to `want` slots (all free now, nobody waits for anything) and
- * their events on the stream's device. false: none to be had, declined and
+/* Claims up to `want` slots for the copy (us_staging_claim: all free now,
+ * nobody waits for anything; no more than hold the whole copy) and their
+ * events on the stream's device. false: none to be had, declined and
  * logged once; nothing is held. */
 bool us_pipe_claim(const struct us_pipe *p, unsigned want, struct us_pipe_slots *s);
 

@@ -11,8 +11,8 @@
  * calls per chunk instead of 6, and an asynchronous failure of a chunk is an
  * error of the user stream, exactly where the native one would be.
  *
- * The copy claims as many slots as it has chunks (up to half of pinned_max),
- * all free at claim time, so the host waits for the GPU only when a copy is
+ * The copy claims slots that hold it whole (up to half of pinned_max, at
+ * most 64 slots; growth follows the copies, staging.h), all free at claim time, so the host waits for the GPU only when a copy is
  * larger than that: then it reuses its own slots, waiting for its own earlier
  * chunks (never for another stream's work). No free slot at all: native.
  *
@@ -29,19 +29,21 @@ bool us_pipeline_h2d(const struct us_copy *c, cudaError_t *result)
     if (!us_pipe_begin(&p, c))
         return false;
     const struct us_real_api *real = p.real;
-    size_t chunk = us_staging_slot_bytes(), n = us_pipe_chunks(c->bytes, chunk);
     unsigned cap = us_pipe_claim_cap();
     struct us_pipe_slots s;
-    if (!us_pipe_claim(&p, n < cap ? (unsigned)n : cap, &s)) {
+    if (!us_pipe_claim(&p, cap, &s)) {
         us_pipe_end(&p, NULL, -1);
         return false;
     }
 
+    /* chunk i goes to slot i % s.n and is as long as that slot (slots differ
+     * in size: staging.h) */
     cudaError_t err = cudaSuccess;
-    size_t i = 0;
-    for (; i < n; i++) {
-        unsigned k = (unsigned)(i % s.n);
-        size_t off = i * chunk, len = us_pipe_chunk_len(c->bytes, chunk, i);
+    size_t i = 0, off = 0;
+    unsigned k = 0;
+    for (; off < c->bytes; i++) {
+        k = (unsigned)(i % s.n);
+        size_t len = c->bytes - off < s.slot[k]->bytes ? c->bytes - off : s.slot[k]->bytes;
         if (s.pending[k] >= 0) { /* our own chunk i - s.n is still on its way */
             err = us_pipe_wait(real, s.event[k]);
             if (err != cudaSuccess)
@@ -52,6 +54,7 @@ bool us_pipeline_h2d(const struct us_copy *c, cudaError_t *result)
         err = real->cudaMemcpyAsync((char *)c->dst + off, s.slot[k]->ptr, len, cudaMemcpyHostToDevice, p.stream);
         if (err != cudaSuccess)
             break;
+        off += len;
         err = real->cudaEventRecord(s.event[k], p.stream);
         s.pending[k] = err == cudaSuccess ? p.stream_device : US_STAGING_LOST;
         if (err != cudaSuccess) {
@@ -65,7 +68,7 @@ bool us_pipeline_h2d(const struct us_copy *c, cudaError_t *result)
         return false;
     }
     if (err == cudaSuccess && us_copy_is_sync(c)) /* before release: nobody re-records it */
-        err = us_pipe_wait(real, s.event[(n - 1) % s.n]);
+        err = us_pipe_wait(real, s.event[k]);
     us_pipe_release(&s);
     *result = err;
     us_pipe_end(&p, "pageable_h2d", c->dst_mem.device);

@@ -1,7 +1,7 @@
 /* staging.c - see staging.h.
  *
- * The slots live in blocks, one pinned allocation each, in a list that only
- * grows. The budget (pinned_max) is reserved with an atomic before an
+ * The slots live in blocks, one pinned allocation each (one slot a block
+ * since growth follows the copies), in a list that only grows. The budget (pinned_max) is reserved with an atomic before an
  * allocation and given back if it fails, so concurrent growers never
  * overshoot it together. */
 #include "staging.h"
@@ -18,6 +18,7 @@
 
 struct block {
     struct block *next;
+    int device; /* current at its allocation: a reset of it frees the memory */
     unsigned n;
     struct us_slot slots[];
 };
@@ -44,11 +45,14 @@ static bool reserve(size_t bytes)
     return true;
 }
 
-/* `bytes` of portable pinned memory within the budget. */
-static bool pinned_alloc(size_t bytes, void **out)
+/* `bytes` of portable pinned memory within the budget; *device: the device
+ * current at the allocation (its context owns the memory). */
+static bool pinned_alloc(size_t bytes, void **out, int *device)
 {
     if (!reserve(bytes))
         return false;
+    *device = -1;
+    us_real()->cudaGetDevice(device);
     void *p = NULL;
     cudaError_t err = us_real()->cudaHostAlloc(&p, bytes, cudaHostAllocPortable);
     if (err != cudaSuccess || p == NULL) {
@@ -62,9 +66,14 @@ static bool pinned_alloc(size_t bytes, void **out)
     return true;
 }
 
-bool us_staging_ring_alloc(size_t bytes, void **out)
+bool us_staging_ring_alloc(size_t bytes, void **out, int *device)
 {
-    return pinned_alloc(bytes, out);
+    return pinned_alloc(bytes, out, device);
+}
+
+void us_staging_ring_forget(size_t bytes)
+{
+    atomic_fetch_sub(&pinned_bytes, bytes);
 }
 
 size_t us_staging_pinned_bytes(void)
@@ -102,48 +111,50 @@ static bool available_locked(struct us_slot *s, bool query)
     return true;
 }
 
-static unsigned claim_locked(unsigned want, struct us_slot **out, bool query)
+size_t us_staging_grow_bytes(size_t copy_bytes)
 {
-    unsigned got = 0;
-    for (struct block *b = pool.head; b != NULL && got < want; b = b->next)
-        for (unsigned i = 0; i < b->n && got < want; i++)
-            if (available_locked(&b->slots[i], query)) {
-                b->slots[i].claimed = true;
-                out[got++] = &b->slots[i];
+    size_t max = us_staging_slot_bytes(), want = copy_bytes / US_STAGING_GROW_DIVISOR, bytes = US_STAGING_MIN_SLOT;
+    while (bytes < max && bytes * 2 <= want)
+        bytes *= 2;
+    return bytes < max ? bytes : max;
+}
+
+/* Under pool.mu: claims available slots of at least min_bytes into out[]
+ * (`got` already there, holding *held bytes) until `want` slots or `need`
+ * bytes. Returns the new count. */
+static unsigned claim_locked(unsigned got, unsigned want, size_t min_bytes, size_t need, size_t *held,
+                             struct us_slot **out, bool query)
+{
+    for (struct block *b = pool.head; b != NULL && got < want && *held < need; b = b->next)
+        for (unsigned i = 0; i < b->n && got < want && *held < need; i++) {
+            struct us_slot *slot = &b->slots[i];
+            if (slot->bytes >= min_bytes && available_locked(slot, query)) {
+                slot->claimed = true;
+                out[got++] = slot;
+                *held += slot->bytes;
             }
+        }
     return got;
 }
 
-/* A new block of at least `need` slots (cfg slots when more), as many as the
- * budget allows; its first `need` slots claimed into out[]. */
-static unsigned grow(unsigned need, size_t slot_bytes, struct us_slot **out)
+/* A new block of one slot of `bytes`, claimed into *out. false: no budget,
+ * or the allocation failed (logged once each). One allocation of an eighth
+ * of the copy or less: see staging.h. */
+static bool grow(size_t bytes, struct us_slot **out)
 {
-    const struct us_config *cfg = us_config();
-    size_t n = need > cfg->slots ? need : cfg->slots;
-    size_t used = us_staging_pinned_bytes();
-    size_t room = used < cfg->pinned_max ? cfg->pinned_max - used : 0;
-    if (n * slot_bytes > room && room / slot_bytes >= 1)
-        n = room / slot_bytes; /* what is left of the budget, if a slot fits */
-    struct block *b = calloc(1, sizeof *b + n * sizeof b->slots[0]);
+    struct block *b = calloc(1, sizeof *b + sizeof b->slots[0]);
     if (b == NULL) {
         us_log_once(&logged_oom, US_LOG_WARN, "out of memory for the staging pool's bookkeeping");
-        return 0;
+        return false;
     }
     void *mem;
-    if (!pinned_alloc(n * slot_bytes, &mem)) {
+    if (!pinned_alloc(bytes, &mem, &b->device)) {
         free(b);
-        return 0;
+        return false;
     }
-    b->n = (unsigned)n;
-    for (unsigned i = 0; i < b->n; i++) {
-        b->slots[i].ptr = (char *)mem + (size_t)i * slot_bytes;
-        b->slots[i].pending_device = -1;
-    }
-    unsigned got = need < b->n ? need : b->n;
-    for (unsigned i = 0; i < got; i++) {
-        b->slots[i].claimed = true;
-        out[i] = &b->slots[i];
-    }
+    b->n = 1;
+    b->slots[0] = (struct us_slot){.ptr = mem, .bytes = bytes, .pending_device = -1, .claimed = true};
+    *out = &b->slots[0];
     pthread_mutex_lock(&pool.mu);
     if (pool.tail != NULL)
         pool.tail->next = b;
@@ -151,22 +162,26 @@ static unsigned grow(unsigned need, size_t slot_bytes, struct us_slot **out)
         pool.head = b;
     pool.tail = b;
     pthread_mutex_unlock(&pool.mu);
-    return got;
+    return true;
 }
 
-unsigned us_staging_claim(unsigned want, struct us_slot **out)
+unsigned us_staging_claim(unsigned want, size_t copy_bytes, struct us_slot **out)
 {
     if (want > US_STAGING_MAX_CLAIM)
         want = US_STAGING_MAX_CLAIM;
-    size_t slot_bytes = us_staging_slot_bytes();
+    if (want == 0)
+        return 0;
+    size_t min_bytes = us_staging_grow_bytes(copy_bytes), need = copy_bytes > 0 ? copy_bytes : 1, held = 0;
     pthread_mutex_lock(&pool.mu);
     /* free slots first: they cost no query */
-    unsigned got = claim_locked(want, out, false);
-    if (got < want)
-        got += claim_locked(want - got, out + got, true);
+    unsigned got = claim_locked(0, want, min_bytes, need, &held, out, false);
+    got = claim_locked(got, want, min_bytes, need, &held, out, true);
     pthread_mutex_unlock(&pool.mu);
-    if (got < want)
-        got += grow(want - got, slot_bytes, out + got);
+    /* one slot an allocation, each short (staging.h); as many as the copy needs */
+    while (got < want && held < need && grow(min_bytes, out + got)) {
+        got++;
+        held += min_bytes;
+    }
     return got;
 }
 
@@ -192,6 +207,35 @@ void us_staging_release(struct us_slot *const *slots, unsigned n, const int *pen
         else
             slots[i]->pending_device = pending;
     }
+    pthread_mutex_unlock(&pool.mu);
+}
+
+void us_staging_forget_device(int device)
+{
+    if (device < 0 || device >= US_MAX_DEVICES)
+        return;
+    pthread_mutex_lock(&pool.mu);
+    struct block **at = &pool.head, *last = NULL;
+    while (*at != NULL) {
+        struct block *b = *at;
+        if (b->device == device) {
+            /* freed by the reset: out of the pool, the bookkeeping leaked
+             * (a copy still holding one of its slots may write to it) */
+            *at = b->next;
+            for (unsigned i = 0; i < b->n; i++)
+                atomic_fetch_sub(&pinned_bytes, b->slots[i].bytes);
+            continue;
+        }
+        for (unsigned i = 0; i < b->n; i++) {
+            struct us_slot *slot = &b->slots[i];
+            slot->events[device] = NULL; /* destroyed by the reset: made again on next use */
+            if (slot->pending_device == device)
+                slot->pending_device = -1; /* its work drained or died with the context */
+        }
+        last = b;
+        at = &b->next;
+    }
+    pool.tail = last;
     pthread_mutex_unlock(&pool.mu);
 }
 

@@ -5,6 +5,7 @@
 #include <stdint.h>
 
 #include "export.h"
+#include "inflight.h"
 #include "ptrtable.h"
 
 /* After an allocation (or registration): teach the table the range.
@@ -72,6 +73,9 @@ static cudaError_t release(enum us_rule_id rule, const char *api, cudaError_t (*
      * get the same address from an allocation and insert it */
     struct us_range gone;
     bool known = us_ptrtable_remove((uintptr_t)ptr, &gone);
+    /* a copy the shim is still issuing chunks of would outlive the memory
+     * (the native copy, one call, would be queued or done by now) */
+    us_inflight_wait((uintptr_t)ptr, known ? gone.size : 0);
     cudaError_t err = real_fn(ptr);
     us_watch_end(&w, NULL, US_STREAM_USER, us_current_device(), 0);
     if (err != cudaSuccess && known) /* not freed after all */

@@ -1,7 +1,11 @@
 /* device.c - exported device-wide functions: peer access (the state that
- * decides whether a cross-GPU copy is staged) and device synchronization. */
+ * decides whether a cross-GPU copy is staged), device synchronization, and
+ * device reset (the shim's streams, events and pinned memory of that device
+ * die with its context). */
 #include "device_state.h"
 #include "export.h"
+#include "lanes.h"
+#include "staging.h"
 
 US_EXPORT cudaError_t cudaDeviceEnablePeerAccess(int peerDevice, unsigned int flags)
 {
@@ -38,5 +42,32 @@ US_EXPORT cudaError_t cudaDeviceSynchronize(void)
         return US_ERR_FORBIDDEN;
     cudaError_t err = real->cudaDeviceSynchronize();
     us_watch_end(&w, NULL, US_STREAM_USER, us_current_device(), 0);
+    return err;
+}
+
+/* The reset destroys the current device's primary context: every stream,
+ * event and allocation of it, the shim's included. The shim forgets its own
+ * (never destroying or freeing them again: they are gone) and makes them
+ * again on next use; peer access from and to the device is off. A copy the
+ * shim is issuing on another thread during the reset fails, as the native
+ * one would. */
+US_EXPORT cudaError_t cudaDeviceReset(void)
+{
+    const struct us_real_api *real = us_real();
+    if (real->cudaDeviceReset == NULL)
+        return US_ERR_NO_REAL;
+    if (us_passthrough())
+        return real->cudaDeviceReset();
+    us_state_note_call();
+    int device = us_current_device();
+    cudaError_t err = real->cudaDeviceReset();
+    if (err == cudaSuccess && device >= 0 && device < US_MAX_DEVICES) {
+        us_lanes_forget_device(device);
+        us_staging_forget_device(device);
+        for (int peer = 0; peer < US_MAX_DEVICES; peer++) {
+            us_device_note_peer(device, peer, false);
+            us_device_note_peer(peer, device, false);
+        }
+    }
     return err;
 }

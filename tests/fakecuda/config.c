@@ -23,7 +23,8 @@
     X(LATENCY_US, latency_us, DBL, 5.0, 0.0, 1e9)                             \
     X(PAGEABLE_H2D_ASYNC_MAX, pageable_h2d_async_max, SIZE, 1 << 20, 0, (double)(1ULL << 40)) \
     X(TIMESLICE_US, timeslice_us, DBL, 2000.0, 0.0, 1e9)                     \
-    X(STAGED_HOLD, staged_hold, INT, 1, 0, 1)
+    X(STAGED_HOLD, staged_hold, INT, 1, 0, 1)                                 \
+    X(HOST_ALLOC_US_PER_MIB, host_alloc_us_per_mib, DBL, 0.0, 0.0, 1e9)
 
 static _Atomic(const struct fc_config *) current;
 

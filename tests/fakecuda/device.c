@@ -137,3 +137,44 @@ cudaError_t cudaDeviceDisablePeerAccess(int peer)
     pthread_mutex_unlock(&fc_g.mu);
     return fc_ret(err);
 }
+
+/* Destroys the current device's primary context, as the real call does:
+ * after its work drained, its streams and events are invalid handles
+ * (cudaErrorInvalidResourceHandle), its device memory and the pinned memory
+ * allocated while it was current are freed (stale pointers fault), and peer
+ * access from and to it is off. Later calls make a fresh context: the legacy
+ * and per-thread streams and new allocations work. */
+cudaError_t cudaDeviceReset(void)
+{
+    if (!fc_enter())
+        return fc_ret(cudaErrorInitializationError);
+    int dev = fc_current_device();
+    pthread_mutex_lock(&fc_g.mu);
+    (void)fc_device_sync_locked(dev); /* an asynchronous error dies with the context */
+    struct fc_stream *s, *stmp;
+    HASH_ITER(hh, fc_g.handles, s, stmp) {
+        if (s->device == dev) {
+            HASH_DEL(fc_g.handles, s);
+            s->live = false;
+        }
+    }
+    for (size_t i = 0; i < fc_g.nall; i++)
+        if (fc_g.all[i]->device == dev)
+            fc_g.all[i]->sticky = cudaSuccess;
+    struct fc_event *e, *etmp;
+    HASH_ITER(hh, fc_g.events, e, etmp) {
+        if (e->device == dev) {
+            HASH_DEL(fc_g.events, e);
+            e->gen++;
+            e->next_free = fc_g.free_events;
+            fc_g.free_events = e;
+        }
+    }
+    for (int d = 0; d < fc_g.ndev; d++) {
+        fc_g.dev[dev].peer_enabled[d] = false;
+        fc_g.dev[d].peer_enabled[dev] = false;
+    }
+    pthread_mutex_unlock(&fc_g.mu);
+    fc_mem_reset_device(dev);
+    return cudaSuccess;
+}

@@ -34,6 +34,7 @@ struct fc_config {
     size_t pageable_h2d_async_max; /* bytes */
     double timeslice_us;
     int staged_hold;               /* 1: a staged copy holds its caller until done */
+    double host_alloc_us_per_mib;  /* cudaHostAlloc holds the API lock this long per MiB */
     bool peer_capable[FC_MAX_DEVICES][FC_MAX_DEVICES];
 };
 
@@ -103,6 +104,9 @@ struct fc_mem_info {
 
 /* Classifies p: pageable when no allocation or registered range contains it. */
 void fc_mem_lookup(const void *p, struct fc_mem_info *out);
+/* cudaDeviceReset: frees the device memory of `device` and the pinned
+ * memory allocated while it was current. */
+void fc_mem_reset_device(int device);
 /* Whether [p, p+bytes) lies inside the allocation `m` describes. */
 bool fc_mem_covers(const struct fc_mem_info *m, const void *p, size_t bytes);
 

@@ -148,6 +148,29 @@ static void backing_free(void *p, size_t size)
         free(p);
 }
 
+void fc_mem_reset_device(int device)
+{
+    /* what the device's context owned: its device memory, and the pinned
+     * memory allocated while it was current (portable or not: the context
+     * that allocated it frees it). Registered ranges stay: the memory is
+     * the program's. */
+    for (;;) {
+        struct fc_alloc a = {0};
+        bool found = false;
+        pthread_rwlock_wrlock(&reg_lock);
+        for (size_t i = 0; i < nallocs && !found; i++)
+            if (allocs[i].device == device && (allocs[i].kind == FC_MEM_DEVICE || allocs[i].kind == FC_MEM_PINNED)) {
+                a = allocs[i];
+                remove_at(i);
+                found = true;
+            }
+        pthread_rwlock_unlock(&reg_lock);
+        if (!found)
+            return;
+        backing_free((void *)a.base, a.size);
+    }
+}
+
 /* --- device memory ------------------------------------------------------------------------ */
 
 cudaError_t fc_device_alloc(size_t size, int device, void **out)
@@ -229,6 +252,14 @@ cudaError_t cudaHostAlloc(void **ptr, size_t size, unsigned int flags)
         *ptr = NULL;
         return cudaSuccess;
     }
+    /* Pinning pages holds the driver: other threads' launches wait for it
+     * (FAKECUDA_HOST_ALLOC_US_PER_MIB, 0 by default; docs/fakecuda.md). */
+    double cost_us = fc_cfg()->host_alloc_us_per_mib * ((double)size / (1 << 20)) * fc_cfg()->time_scale;
+    if (cost_us > 0) {
+        fc_api_lock();
+        fc_sleep_until_us(fc_now_us() + cost_us);
+        fc_api_unlock();
+    }
     void *p = backing_alloc(size, 4096);
     if (p == NULL)
         return fc_ret(cudaErrorMemoryAllocation);
@@ -237,6 +268,7 @@ cudaError_t cudaHostAlloc(void **ptr, size_t size, unsigned int flags)
         return fc_ret(cudaErrorMemoryAllocation);
     }
     fc_stat_add(pinned_allocs, 1);
+    fc_stat_max(pinned_alloc_max_bytes, (unsigned long long)size);
     *ptr = p;
     return cudaSuccess;
 }

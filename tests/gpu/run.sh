@@ -3,7 +3,7 @@
 # (BUILD_DIR/gpu/case_*) natively, under the shim in pass-through mode
 # (UNSTALL_FIX=0) and fixing; then tests/torch/smoke.py natively and under
 # the shim in both modes; the conformance programs (tests/conformance, BUILD_DIR/
-# conformance/gpu) natively and under the shim against tests/conformance/expected.txt.
+# conformance/gpu) natively and under the shim against tests/conformance/expected.txt; and tests/gpu/device_reset.c in every mode.
 # Checks data ok=1 everywhere and no extra failures
 # in pass-through (tests/gpu/check.py), then prints the figures side by side
 # (tools/bench/table.py; make bench is the place for the performance table).
@@ -40,6 +40,29 @@ for f in "$out/conformance-native.txt" "$out/conformance-shim.txt"; do
     echo "  $(basename "$f" .txt): $(tail -1 "$f")"
     grep -e '^FAIL' -e '^SKIP' "$f" | sed 's/^/    /'
 done
+echo "gpu-test: cudaDeviceReset, then copies again (tests/gpu/device_reset.c)"
+reset_rc=0
+cuda=${CUDA_HOME:-/usr/local/cuda}
+mkdir -p "$out"
+if ${CC:-gcc} -std=c11 -O1 -I"$cuda/include" -o "$out/device_reset" "$here/device_reset.c" \
+    -L"$cuda/lib64" -lcudart -Wl,-rpath,"$cuda/lib64"; then
+    for mode in $modes; do
+        case $mode in
+            native) pre="" ;;
+            fix0) pre="LD_PRELOAD=$shim UNSTALL_FIX=0" ;;
+            disabled) pre="LD_PRELOAD=$shim UNSTALL_DISABLE=1" ;;
+            shim) pre="LD_PRELOAD=$shim" ;;
+        esac
+        mkdir -p "$out/$mode"
+        env $pre timeout -k 10 120 "$out/device_reset" >"$out/$mode/device_reset.log" 2>&1
+        r=$?
+        echo "  $mode device_reset: exit $r, $(grep -m1 -v 'done' "$out/$mode/device_reset.log")"
+        [ "$r" -eq 0 ] || reset_rc=1
+    done
+else
+    echo "  device_reset.c does not compile"
+    reset_rc=1
+fi
 
 echo "gpu-test: PyTorch smoke test"
 for mode in $modes; do
@@ -67,6 +90,7 @@ python3 "$here/check.py" "$out"
 rc=$?
 [ "$conf_rc" -ne 0 ] && rc=1
 [ $capture_rc -eq 0 ] || rc=1
+[ "$reset_rc" -eq 0 ] || rc=1
 echo
 python3 "$root/tools/bench/table.py" --all "$out/native" "$out/shim" 2>/dev/null || true
 echo "gpu-test: outputs in $out"

@@ -2,7 +2,7 @@
 # Integration tests of the pipelines (case A, B, C) under the shim on the
 # simulated runtime: builds tests/pipelines/pipe_tests.c against
 # BUILD_DIR/fakecuda, runs it natively (the tests themselves are right), under
-# the shim, in deferred mode and with faults injected, checks what the log
+# the shim, with the removed d2h_deferred option set, with faults injected, checks what the log
 # says about the faults, and prints "PASS name" / "FAIL name: why" and a last
 # line "pipelines: N passed, M failed". Exits non-zero on any failure.
 #
@@ -80,13 +80,32 @@ expect_log() {
     else fail "$1.log" "'$2' logged $n times, expected $3"; fi
 }
 
-native native data threads order cross_device_before cross_device_after cross_device_ptsz seed000 h2d_behind_kernel capture async_error
+native native data threads order cross_device_before cross_device_after cross_device_ptsz seed000 h2d_behind_kernel capture async_error d2h_then_h2d free_during_copy
 # staged copies that do not hold their caller (as on NVLink H200s): the
 # cross-device ordering is then all the stream's doing
 run native_nohold LD_LIBRARY_PATH="$fake" PIPE_NATIVE=1 FAKECUDA_STAGED_HOLD=0 "$prog" \
     cross_device_before cross_device_after cross_device_ptsz
 shimmed shim "$prog" all
-shimmed deferred UNSTALL_D2H_DEFERRED=1 "$prog" deferred data
+shimmed d2h_deferred_removed UNSTALL_D2H_DEFERRED=1 "$prog" d2h_then_h2d data
+expect_log d2h_deferred_removed "d2h_deferred was removed" 1
+# cudaDeviceReset, then copies again (tests/gpu/device_reset.c, also run on a GPU)
+reset_prog=$work/device_reset
+if ${CC:-gcc} -std=c11 -D_GNU_SOURCE -O1 -g -Wall -Wextra -Werror -I"$cuda/include" \
+    -o "$reset_prog" "$here/../gpu/device_reset.c" -L"$fake" -lcudart; then
+    for mode in native shim; do
+        pre=""
+        [ "$mode" = shim ] && pre="LD_PRELOAD=$shim"
+        if env LD_LIBRARY_PATH="$fake" $pre "$reset_prog" >"$work/reset_$mode.out" 2>"$work/reset_$mode.err" &&
+            grep -q '^device_reset: ok=1$' "$work/reset_$mode.out"; then pass "device_reset.$mode"
+        else fail "device_reset.$mode" "$(grep -v 'done' "$work/reset_$mode.out" | head -2 | tr '\n' ' ')"; fi
+    done
+else
+    fail device_reset.build "tests/gpu/device_reset.c does not compile"
+fi
+
+# first use with pinning as costly as on an H200 and the default staging sizes
+run first_use_native LD_LIBRARY_PATH="$fake" PIPE_NATIVE=1 FAKECUDA_HOST_ALLOC_US_PER_MIB=400 UNSTALL_CHUNK_BYTES=8m "$prog" first_use_launch
+shimmed first_use FAKECUDA_HOST_ALLOC_US_PER_MIB=400 UNSTALL_CHUNK_BYTES=8m "$prog" first_use_launch
 shimmed no_pinned FAKECUDA_FAULT_HOST_ALLOC=1 "$prog" fault_no_pinned
 expect_log no_pinned "cudaHostAlloc of .* failed" 1
 shimmed no_events "$prog" fault_no_events

@@ -362,14 +362,13 @@ int fake_cuda_find(enum fake_cuda_fn fn, unsigned nth)
 
 /* --- helpers for the shim's pipeline tests ------------------------------------ */
 
-void fake_cuda_config(size_t chunk_bytes, unsigned slots, size_t pinned_max, bool d2h_deferred)
+void fake_cuda_config(size_t chunk_bytes, unsigned slots, size_t pinned_max)
 {
     struct us_config cfg;
     us_config_load(&cfg, NULL, NULL, NULL, NULL);
     cfg.chunk_bytes = chunk_bytes;
     cfg.slots = slots;
     cfg.pinned_max = pinned_max;
-    cfg.d2h_deferred = d2h_deferred;
     cfg.peer_min_bytes = cfg.h2d_min_bytes = cfg.d2h_min_bytes = 0;
     cfg.copy_threads = 1;
     cfg.log_level = US_LOG_DEBUG;
@@ -449,9 +448,29 @@ bool fake_cuda_check(const unsigned char *p, size_t n, unsigned seed)
 void fake_cuda_begin(size_t chunk_bytes, unsigned slots, size_t pinned_max)
 {
     fake_cuda_reset();
-    fake_cuda_config(chunk_bytes, slots, pinned_max, false);
+    fake_cuda_config(chunk_bytes, slots, pinned_max);
     us_staging_reset();
     fake_cuda_log_capture();
+}
+
+void fake_cuda_warm_pool(unsigned n, size_t slot_bytes)
+{
+    struct us_slot *held[US_STAGING_MAX_CLAIM];
+    unsigned got = 0;
+    /* a copy of 8 slots grows the pool by one slot; held ones are not free */
+    while (got < n && got < US_STAGING_MAX_CLAIM &&
+           us_staging_claim(1, slot_bytes * US_STAGING_GROW_DIVISOR, held + got) == 1)
+        got++;
+    us_staging_release(held, got, NULL);
+}
+
+void fake_cuda_begin_warm(size_t chunk_bytes, unsigned slots, size_t pinned_max, unsigned nslots)
+{
+    fake_cuda_begin(chunk_bytes, slots, pinned_max);
+    fake_cuda_warm_pool(nslots, chunk_bytes);
+    memset(fns, 0, sizeof fns); /* the calls the test makes count from here */
+    fake_cuda.ncalls = 0;
+    fake_cuda.host_alloc_bytes = 0;
 }
 
 int fake_cuda_teardown(void **state)

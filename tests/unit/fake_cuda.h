@@ -91,8 +91,8 @@ unsigned fake_cuda_calls_not_relaxed(void);
 struct us_copy;
 
 /* Installs a configuration: the defaults with these staging options (the
- * thresholds 0, d2h_deferred as given). */
-void fake_cuda_config(size_t chunk_bytes, unsigned slots, size_t pinned_max, bool d2h_deferred);
+ * thresholds 0). */
+void fake_cuda_config(size_t chunk_bytes, unsigned slots, size_t pinned_max);
 
 /* Captures the shim's log lines from now on (fake_cuda_log_count reads them). */
 void fake_cuda_log_capture(void);
@@ -102,6 +102,12 @@ void fake_cuda_log_capture(void);
  * capture (a cmocka teardown). */
 void fake_cuda_begin(size_t chunk_bytes, unsigned slots, size_t pinned_max);
 int fake_cuda_teardown(void **state);
+/* Grows the staging pool to n free slots of slot_bytes (one allocation
+ * each), as n copies of 8 x slot_bytes would. */
+void fake_cuda_warm_pool(unsigned n, size_t slot_bytes);
+/* fake_cuda_begin, then the pool warmed to nslots slots of chunk_bytes, then
+ * the call log and counts cleared: a test of a process past its first copies. */
+void fake_cuda_begin_warm(size_t chunk_bytes, unsigned slots, size_t pinned_max, unsigned nslots);
 /* Lines captured that contain `text`. */
 unsigned fake_cuda_log_count(const char *text);
 

@@ -460,6 +460,23 @@ static void test_config_string_length(void **state)
     assert_string_equal(cfg.log, "");
 }
 
+/* A removed option (d2h_deferred) set in the environment or the file says
+ * that it was removed and why, and changes nothing. */
+static void test_config_removed_option_says_why(void **state)
+{
+    (void)state;
+    struct us_config cfg;
+    char *env[] = { "UNSTALL_D2H_DEFERRED=1", NULL };
+    load(&cfg, NULL, env, NULL);
+    assert_int_equal(line_count, 1);
+    assert_non_null(strstr(lines[0], "UNSTALL_D2H_DEFERRED: d2h_deferred was removed: "));
+    assert_non_null(strstr(lines[0], "stale bytes"));
+    line_count = 0;
+    load(&cfg, NULL, NULL, "d2h_deferred = 1\n");
+    assert_int_equal(line_count, 1);
+    assert_non_null(strstr(lines[0], ":1: d2h_deferred was removed: "));
+}
+
 /* --- the file format -------------------------------------------------------------------- */
 
 static void test_config_file_syntax(void **state)
@@ -623,7 +640,6 @@ static void test_config_profiles_load_cleanly(void **state)
     assert_int_equal(cfg.mode, US_MODE_REPORT);
     assert_string_equal(cfg.report, "unstall-%p-%r.json");
     assert_true(cfg.python_frames);
-    assert_false(cfg.d2h_deferred);
     assert_int_equal(src[option_index("report")], US_SRC_FILE);
 }
 
@@ -853,6 +869,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_config_bad_values_each_type, setup, teardown),
         cmocka_unit_test_setup_teardown(test_config_range_ends_accepted, setup, teardown),
         cmocka_unit_test_setup_teardown(test_config_string_length, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_config_removed_option_says_why, setup, teardown),
         cmocka_unit_test_setup_teardown(test_config_file_syntax, setup, teardown),
         cmocka_unit_test_setup_teardown(test_config_file_repeated_key, setup, teardown),
         cmocka_unit_test_setup_teardown(test_config_file_bad_lines, setup, teardown),

@@ -1,7 +1,7 @@
 /* test_pipeline_d2h.c - case C over the fake runtime table: data for every
  * size class, the default (host waits per chunk, `slots` chunks in flight,
- * returns with the data in place), deferred mode (host functions in stream
- * order, no host wait, slots held until they ran), declines and errors. */
+ * returns with the data in place, for the asynchronous API too), declines
+ * and errors. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -25,6 +25,15 @@ static int setup(void **state)
     return 0;
 }
 
+/* A pool of 64 slots already there: the chunking and call counts of a
+ * process past its first copies (a cold pool grows one slot a copy). */
+static int setup_warm(void **state)
+{
+    (void)state;
+    fake_cuda_begin_warm(SLOT, 4, 128 * SLOT, 64);
+    return 0;
+}
+
 /* src+3 (device 0) -> dst+5 (pageable), checked (fake_cuda_copy_checked). */
 static bool d2h_checked(int api, size_t bytes, cudaStream_t stream, cudaError_t *result)
 {
@@ -36,13 +45,11 @@ static void test_d2h_data_every_size_class(void **state)
     (void)state;
     const size_t sizes[] = {1, 4097, SLOT - 1, SLOT, SLOT + 1, 3 * SLOT + 17, 40 * SLOT + 5};
     cudaStream_t s = fake_cuda_user_stream(0);
-    for (int deferred = 0; deferred < 2; deferred++) {
-        fake_cuda_config(SLOT, 4, 16 * SLOT, deferred); /* deferred: 8 slots a copy, batches */
-        for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
-            cudaError_t result = cudaErrorUnknown;
-            assert_true(d2h_checked(US_API_MEMCPY_ASYNC, sizes[i], s, &result));
-            assert_int_equal(result, cudaSuccess);
-        }
+    fake_cuda_config(SLOT, 4, 16 * SLOT);
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        cudaError_t result = cudaErrorUnknown;
+        assert_true(d2h_checked(US_API_MEMCPY_ASYNC, sizes[i], s, &result));
+        assert_int_equal(result, cudaSuccess);
     }
     assert_int_equal(fake_cuda_calls_not_relaxed(), 0);
 }
@@ -72,40 +79,6 @@ static void test_d2h_default_waits_per_chunk_with_slots_in_flight(void **state)
     assert_int_equal(fake_cuda_count(FAKE_cudaEventSynchronize), waits + 10);
 }
 
-static void test_d2h_deferred_lands_in_stream_order(void **state)
-{
-    (void)state;
-    fake_cuda_config(SLOT, 4, 8 * SLOT, true); /* 4 slots a copy */
-    cudaStream_t s = fake_cuda_user_stream(0);
-    cudaError_t result;
-    assert_true(d2h_checked(US_API_MEMCPY_ASYNC, 10 * SLOT, s, &result));
-    assert_int_equal(result, cudaSuccess);
-    assert_int_equal(fake_cuda_count(FAKE_cudaEventQuery), 0); /* returns at once */
-    assert_int_equal(fake_cuda_count(FAKE_cudaLaunchHostFunc), 3);   /* 4 + 4 + 2 chunks */
-    /* D2H x4, host function, D2H x4, host function, D2H x2, host function, events */
-    assert_true(fake_cuda_find(FAKE_cudaLaunchHostFunc, 0) > fake_cuda_find(FAKE_cudaMemcpyAsync, 3));
-    assert_true(fake_cuda_find(FAKE_cudaLaunchHostFunc, 0) < fake_cuda_find(FAKE_cudaMemcpyAsync, 4));
-    assert_true(fake_cuda_find(FAKE_cudaEventRecord, 0) > fake_cuda_find(FAKE_cudaLaunchHostFunc, 2));
-    for (size_t i = 0; i < fake_cuda.ncalls; i++)
-        if (fake_cuda.calls[i].fn == FAKE_cudaLaunchHostFunc || fake_cuda.calls[i].fn == FAKE_cudaEventRecord)
-            assert_ptr_equal(fake_cuda.calls[i].stream, s);
-    /* its slots stay taken until the events after the host functions complete */
-    fake_cuda.events_busy = true;
-    struct us_slot *slots[8];
-    assert_int_equal(us_staging_claim(8, slots), 4);
-}
-
-static void test_d2h_deferred_not_for_sync_api(void **state)
-{
-    (void)state;
-    fake_cuda_config(SLOT, 4, 8 * SLOT, true);
-    cudaError_t result;
-    assert_true(d2h_checked(US_API_MEMCPY, 3 * SLOT, NULL, &result));
-    assert_int_equal(result, cudaSuccess);
-    assert_int_equal(fake_cuda_count(FAKE_cudaLaunchHostFunc), 0);
-    assert_int_equal(fake_cuda_count(FAKE_cudaEventSynchronize), 3);
-}
-
 static void test_d2h_capture_and_invalid_stream_decline(void **state)
 {
     (void)state;
@@ -121,7 +94,7 @@ static void test_d2h_capture_and_invalid_stream_decline(void **state)
 static void test_d2h_no_pinned_memory_declines(void **state)
 {
     (void)state;
-    fake_cuda_config(SLOT, 4, 0, false);
+    fake_cuda_config(SLOT, 4, 0);
     cudaError_t result;
     assert_false(d2h_checked(US_API_MEMCPY_ASYNC, SLOT, fake_cuda_user_stream(0), &result));
     assert_false(d2h_checked(US_API_MEMCPY_ASYNC, SLOT, fake_cuda_user_stream(0), &result));
@@ -147,23 +120,13 @@ static void test_d2h_errors(void **state)
     /* the first chunk refused: native answers */
     fake_cuda_fail(FAKE_cudaMemcpyAsync, 1, 1, cudaErrorInvalidValue);
     assert_false(d2h_checked(US_API_MEMCPY_ASYNC, 2 * SLOT, s, &result));
-    /* deferred: a host function refused after its chunks were issued */
-    fake_cuda_config(SLOT, 4, 8 * SLOT, true);
-    fake_cuda_fail(FAKE_cudaLaunchHostFunc, 1, 1, cudaErrorNotSupported);
-    assert_true(d2h_checked(US_API_MEMCPY_ASYNC, 2 * SLOT, s, &result));
-    assert_int_equal(result, cudaErrorNotSupported);
-    int last_copy = fake_cuda_find(FAKE_cudaMemcpyAsync, fake_cuda_count(FAKE_cudaMemcpyAsync) - 1);
-    int last_record = fake_cuda_find(FAKE_cudaEventRecord, fake_cuda_count(FAKE_cudaEventRecord) - 1);
-    assert_true(last_record > last_copy); /* its slots are freed by events after its chunks */
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_d2h_data_every_size_class, setup, fake_cuda_teardown),
-        cmocka_unit_test_setup_teardown(test_d2h_default_waits_per_chunk_with_slots_in_flight, setup, fake_cuda_teardown),
-        cmocka_unit_test_setup_teardown(test_d2h_deferred_lands_in_stream_order, setup, fake_cuda_teardown),
-        cmocka_unit_test_setup_teardown(test_d2h_deferred_not_for_sync_api, setup, fake_cuda_teardown),
+        cmocka_unit_test_setup_teardown(test_d2h_default_waits_per_chunk_with_slots_in_flight, setup_warm, fake_cuda_teardown),
         cmocka_unit_test_setup_teardown(test_d2h_capture_and_invalid_stream_decline, setup, fake_cuda_teardown),
         cmocka_unit_test_setup_teardown(test_d2h_no_pinned_memory_declines, setup, fake_cuda_teardown),
         cmocka_unit_test_setup_teardown(test_d2h_errors, setup, fake_cuda_teardown),

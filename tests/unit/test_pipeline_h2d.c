@@ -25,6 +25,15 @@ static int setup(void **state)
     return 0;
 }
 
+/* A pool of 64 slots already there: the chunking and call counts of a
+ * process past its first copies (a cold pool grows one slot a copy). */
+static int setup_warm(void **state)
+{
+    (void)state;
+    fake_cuda_begin_warm(SLOT, 4, 128 * SLOT, 64);
+    return 0;
+}
+
 /* src+3 (pageable) -> dst+5 (device 0), checked (fake_cuda_copy_checked). */
 static bool h2d_checked(int api, size_t bytes, cudaStream_t stream, cudaError_t *result)
 {
@@ -58,11 +67,16 @@ static void test_h2d_chunks_on_the_user_stream_without_host_wait(void **state)
     assert_int_equal(fake_cuda_count(FAKE_cudaEventQuery), 0);
     assert_int_equal(fake_cuda_count(FAKE_cudaEventSynchronize), 0); /* the host waited for nothing */
     assert_int_equal(fake_cuda_count(FAKE_cudaStreamSynchronize), 0);
-    assert_int_equal(fake_cuda_count(FAKE_cudaHostAlloc), 1);
+    assert_int_equal(fake_cuda_count(FAKE_cudaHostAlloc), 0);
 
-    /* its slots are pending: the next copy queries them, and reuses them */
+    /* its slots are pending: the next copy takes free ones first, without a
+     * query; once the free ones are gone it queries the pending ones, and
+     * reuses them, still without an allocation */
     assert_true(h2d_checked(US_API_MEMCPY_ASYNC, 10 * SLOT, s, &result));
-    assert_int_equal(fake_cuda_count(FAKE_cudaHostAlloc), 1);
+    assert_int_equal(fake_cuda_count(FAKE_cudaEventQuery), 0);
+    for (int i = 0; i < 6; i++)
+        assert_true(h2d_checked(US_API_MEMCPY_ASYNC, 10 * SLOT, s, &result));
+    assert_int_equal(fake_cuda_count(FAKE_cudaHostAlloc), 0);
     assert_true(fake_cuda_count(FAKE_cudaEventQuery) >= 10);
 }
 
@@ -80,7 +94,7 @@ static void test_h2d_events_on_the_streams_device(void **state)
 static void test_h2d_larger_than_its_slots_waits_for_its_own_chunks(void **state)
 {
     (void)state;
-    fake_cuda_config(SLOT, 2, 8 * SLOT, false); /* a copy claims at most 4 slots */
+    fake_cuda_config(SLOT, 2, 8 * SLOT); /* a copy claims at most 4 slots */
     cudaStream_t s = fake_cuda_user_stream(0);
     cudaError_t result;
     assert_true(h2d_checked(US_API_MEMCPY_ASYNC, 10 * SLOT, s, &result));
@@ -114,12 +128,12 @@ static void test_h2d_sync_api_returns_when_done(void **state)
 static void test_h2d_no_free_slot_declines(void **state)
 {
     (void)state;
-    fake_cuda_config(SLOT, 2, 2 * SLOT, false);
+    fake_cuda_config(SLOT, 2, 2 * SLOT);
     cudaStream_t s = fake_cuda_user_stream(0);
     cudaError_t result = cudaErrorUnknown;
-    assert_true(h2d_checked(US_API_MEMCPY_ASYNC, SLOT, s, &result)); /* claims one of the two */
-    fake_cuda.events_busy = true; /* both slots still read by the GPU */
-    assert_true(h2d_checked(US_API_MEMCPY_ASYNC, SLOT, s, &result)); /* the other one */
+    assert_true(h2d_checked(US_API_MEMCPY_ASYNC, SLOT, s, &result)); /* grows one of the two */
+    fake_cuda.events_busy = true; /* its slot still read by the GPU */
+    assert_true(h2d_checked(US_API_MEMCPY_ASYNC, SLOT, s, &result)); /* grows the other one */
     unsigned copies = fake_cuda_count(FAKE_cudaMemcpyAsync);
     result = cudaErrorUnknown;
     assert_false(h2d_checked(US_API_MEMCPY_ASYNC, SLOT, s, &result));
@@ -177,23 +191,23 @@ static void test_h2d_error_mid_pipeline_is_returned(void **state)
     fake_cuda_fail(FAKE_cudaMemcpyAsync, 1, 1, cudaErrorInvalidValue);
     assert_false(h2d_checked(US_API_MEMCPY_ASYNC, 8 * SLOT, s, &result));
     /* a record that fails after its copy was issued: the slot is never reused */
-    fake_cuda_config(SLOT, 2, 2 * SLOT, false);
+    fake_cuda_config(SLOT, 2, 2 * SLOT);
     us_staging_reset();
     fake_cuda_fail(FAKE_cudaEventRecord, 1, 1, cudaErrorLaunchFailure);
     assert_true(h2d_checked(US_API_MEMCPY_ASYNC, SLOT, s, &result));
     assert_int_equal(result, cudaErrorLaunchFailure);
     struct us_slot *slots[2];
-    assert_int_equal(us_staging_claim(2, slots), 1);
+    assert_int_equal(us_staging_claim(2, 2 * SLOT, slots), 1);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_h2d_data_every_size_class, setup, fake_cuda_teardown),
-        cmocka_unit_test_setup_teardown(test_h2d_chunks_on_the_user_stream_without_host_wait, setup, fake_cuda_teardown),
+        cmocka_unit_test_setup_teardown(test_h2d_chunks_on_the_user_stream_without_host_wait, setup_warm, fake_cuda_teardown),
         cmocka_unit_test_setup_teardown(test_h2d_events_on_the_streams_device, setup, fake_cuda_teardown),
-        cmocka_unit_test_setup_teardown(test_h2d_larger_than_its_slots_waits_for_its_own_chunks, setup, fake_cuda_teardown),
-        cmocka_unit_test_setup_teardown(test_h2d_sync_api_returns_when_done, setup, fake_cuda_teardown),
+        cmocka_unit_test_setup_teardown(test_h2d_larger_than_its_slots_waits_for_its_own_chunks, setup_warm, fake_cuda_teardown),
+        cmocka_unit_test_setup_teardown(test_h2d_sync_api_returns_when_done, setup_warm, fake_cuda_teardown),
         cmocka_unit_test_setup_teardown(test_h2d_no_free_slot_declines, setup, fake_cuda_teardown),
         cmocka_unit_test_setup_teardown(test_h2d_capture_declines, setup, fake_cuda_teardown),
         cmocka_unit_test_setup_teardown(test_h2d_no_pinned_memory_declines_once_logged, setup, fake_cuda_teardown),

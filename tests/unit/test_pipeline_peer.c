@@ -27,7 +27,7 @@ static int setup(void **state)
 {
     (void)state;
     fake_cuda_reset();
-    fake_cuda_config(SLOT, SLOTS, 64 * SLOT, false);
+    fake_cuda_config(SLOT, SLOTS, 64 * SLOT);
     us_staging_reset();
     us_lanes_reset();
     fake_cuda_log_capture();
@@ -270,7 +270,7 @@ static void test_peer_event_create_failure_declines(void **state)
 static void test_peer_no_pinned_memory_declines(void **state)
 {
     (void)state;
-    fake_cuda_config(SLOT, SLOTS, SLOT, false); /* a ring does not fit */
+    fake_cuda_config(SLOT, SLOTS, SLOT); /* a ring does not fit */
     cudaStream_t s = fake_cuda_user_stream(0);
     assert_declined_without_work(US_API_MEMCPY_PEER_ASYNC, s);
     assert_declined_without_work(US_API_MEMCPY_PEER_ASYNC, s);
@@ -281,7 +281,7 @@ static void test_peer_no_pinned_memory_declines(void **state)
 static void test_peer_idle_lane_taken_over_when_no_room(void **state)
 {
     (void)state;
-    fake_cuda_config(SLOT, SLOTS, SLOTS * SLOT, false); /* one ring */
+    fake_cuda_config(SLOT, SLOTS, SLOTS * SLOT); /* one ring */
     cudaStream_t a = fake_cuda_user_stream(0), b = fake_cuda_user_stream(0), c = fake_cuda_user_stream(0);
     cudaError_t result;
     assert_true(copy_checked(US_API_MEMCPY_PEER_ASYNC, 5 * SLOT, a, 0, 1, &result));
@@ -291,6 +291,36 @@ static void test_peer_idle_lane_taken_over_when_no_room(void **state)
     fake_cuda.events_busy = true; /* b's copy still running: c cannot have it */
     assert_declined_without_work(US_API_MEMCPY_PEER_ASYNC, c);
     assert_int_equal(fake_cuda_count(FAKE_cudaHostAlloc), 1);
+}
+
+/* Past pinned_max (issue 8, item 8): a copy on a new stream takes over an
+ * idle lane or goes native, without making streams and events it then
+ * destroys (it made 2 streams and 12 events a copy before). */
+static void test_peer_past_pinned_max_makes_nothing_it_destroys(void **state)
+{
+    (void)state;
+    fake_cuda_config(SLOT, SLOTS, SLOTS * SLOT); /* one ring */
+    cudaError_t result;
+    assert_true(copy_checked(US_API_MEMCPY_PEER_ASYNC, 5 * SLOT, fake_cuda_user_stream(0), 0, 1, &result));
+    unsigned streams = fake_cuda_count(FAKE_cudaStreamCreateWithFlags);
+    unsigned events = fake_cuda_count(FAKE_cudaEventCreateWithFlags);
+    assert_int_equal(streams, 2);
+    for (int i = 0; i < 8; i++) {
+        fake_cuda.events_busy = i % 2 == 1; /* the lane busy: native; idle: taken over */
+        cudaStream_t s = fake_cuda_user_stream(0);
+        if (fake_cuda.events_busy) {
+            assert_declined_without_work(US_API_MEMCPY_PEER_ASYNC, s);
+        } else {
+            assert_true(copy_checked(US_API_MEMCPY_PEER_ASYNC, 5 * SLOT, s, 0, 1, &result));
+            assert_int_equal(result, cudaSuccess);
+        }
+    }
+    assert_int_equal(fake_cuda_count(FAKE_cudaStreamCreateWithFlags), streams);
+    assert_int_equal(fake_cuda_count(FAKE_cudaEventCreateWithFlags), events);
+    assert_int_equal(fake_cuda_count(FAKE_cudaStreamDestroy), 0);
+    assert_int_equal(fake_cuda_count(FAKE_cudaEventDestroy), 0);
+    assert_int_equal(fake_cuda_count(FAKE_cudaHostAlloc), 1);
+    assert_int_equal(us_lanes_count(), 1);
 }
 
 static void test_peer_error_mid_pipeline_is_returned(void **state)
@@ -439,6 +469,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_peer_event_create_failure_declines, setup, teardown),
         cmocka_unit_test_setup_teardown(test_peer_no_pinned_memory_declines, setup, teardown),
         cmocka_unit_test_setup_teardown(test_peer_idle_lane_taken_over_when_no_room, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_peer_past_pinned_max_makes_nothing_it_destroys, setup, teardown),
         cmocka_unit_test_setup_teardown(test_peer_error_mid_pipeline_is_returned, setup, teardown),
         cmocka_unit_test_setup_teardown(test_peer_refused_first_chunk_declines, setup, teardown),
         cmocka_unit_test_setup_teardown(test_peer_earlier_async_failure_is_reported, setup, teardown),

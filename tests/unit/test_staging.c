@@ -1,5 +1,5 @@
-/* test_staging.c - the pinned staging pool: allocated on first need in whole
- * blocks, portable, bounded by pinned_max, reused, pending slots not claimed
+/* test_staging.c - the pinned staging pool: allocated on first need one
+ * slot at a time, sized after the copy, portable, bounded by pinned_max, reused, pending slots not claimed
  * until their event completed, failures declined and logged once. */
 #include <pthread.h>
 #include <setjmp.h>
@@ -23,54 +23,87 @@ static int setup(void **state)
     return 0;
 }
 
-static void test_staging_first_claim_allocates_one_portable_block(void **state)
+#define MiB ((size_t)1 << 20)
+
+/* Growth follows the copies (issue 8, items 7 and 8): slots of an eighth of
+ * the copy (64 KiB at least, chunk_bytes at most), one allocation each, no
+ * more than the copy needs. Before, the first claim pinned slots x
+ * chunk_bytes in one allocation whatever the copy: a 4 KiB copy 4 MiB here
+ * (16.8 GB with allowed values), and one call held the driver for all of it. */
+static void test_staging_growth_follows_the_copy(void **state)
 {
     (void)state;
-    struct us_slot *s[4];
-    assert_int_equal(us_staging_slot_bytes(), SLOT);
-    assert_int_equal(us_staging_claim(2, s), 2);
+    fake_cuda_config(MiB, 4, 64 * MiB);
+    struct us_slot *s[4], *t[4], *u[4];
+    /* a 4 KiB copy: one 64 KiB slot, portable */
+    assert_int_equal(us_staging_claim(4, 4096, s), 1);
     assert_int_equal(fake_cuda_count(FAKE_cudaHostAlloc), 1);
-    assert_int_equal(fake_cuda.host_alloc_bytes, 4 * SLOT); /* a block of `slots` at least */
+    assert_int_equal(fake_cuda.host_alloc_bytes, US_STAGING_MIN_SLOT);
+    assert_int_equal(s[0]->bytes, US_STAGING_MIN_SLOT);
     assert_true(fake_cuda.host_alloc_flags & cudaHostAllocPortable);
-    assert_int_equal(us_staging_pinned_bytes(), 4 * SLOT);
-    assert_ptr_not_equal(s[0]->ptr, s[1]->ptr);
-    s[0]->ptr[0] = 1;
-    s[1]->ptr[SLOT - 1] = 2; /* the whole slot is usable */
-
-    /* the rest of the block serves the next claims: no new allocation */
-    struct us_slot *t[2];
-    assert_int_equal(us_staging_claim(2, t), 2);
+    s[0]->ptr[US_STAGING_MIN_SLOT - 1] = 1; /* the whole slot is usable */
+    us_staging_release(s, 1, NULL);
+    /* again: the same slot, no allocation */
+    assert_int_equal(us_staging_claim(4, 4096, t), 1);
+    assert_ptr_equal(t[0], s[0]);
+    us_staging_release(t, 1, NULL);
     assert_int_equal(fake_cuda_count(FAKE_cudaHostAlloc), 1);
-    us_staging_release(s, 2, NULL);
-    us_staging_release(t, 2, NULL);
-    assert_int_equal(us_staging_claim(4, s), 4);
-    assert_int_equal(fake_cuda_count(FAKE_cudaHostAlloc), 1);
+    /* 512 KiB: 64 KiB slots; the free one, and 3 new ones up to `want` */
+    assert_int_equal(us_staging_claim(4, 512u << 10, t), 4);
+    assert_int_equal(fake_cuda_count(FAKE_cudaHostAlloc), 4);
+    /* 2 MiB: slots of 256 KiB; the 64 KiB ones are too small to use */
+    assert_int_equal(us_staging_claim(2, 2 * MiB, u), 2);
+    assert_int_equal(u[0]->bytes, 256u << 10);
+    assert_int_equal(u[1]->bytes, 256u << 10);
+    assert_int_equal(fake_cuda_count(FAKE_cudaHostAlloc), 6);
+    us_staging_release(u, 2, NULL);
+    /* 64 MiB: slots of chunk_bytes at most */
+    assert_int_equal(us_staging_claim(4, 64 * MiB, u), 4);
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(u[i]->bytes, MiB);
+    assert_int_equal(fake_cuda_count(FAKE_cudaHostAlloc), 10);
+    assert_int_equal(fake_cuda.host_alloc_bytes, 4 * US_STAGING_MIN_SLOT + 2 * (256u << 10) + 4 * MiB);
+    assert_int_equal(us_staging_pinned_bytes(), fake_cuda.host_alloc_bytes);
 }
 
-static void test_staging_large_claim_grows_by_what_it_needs(void **state)
+static void test_staging_grow_bytes(void **state)
 {
     (void)state;
-    struct us_slot *s[US_STAGING_MAX_CLAIM];
-    assert_int_equal(us_staging_claim(10, s), 10);
-    assert_int_equal(fake_cuda_count(FAKE_cudaHostAlloc), 1);
-    assert_int_equal(fake_cuda.host_alloc_bytes, 10 * SLOT);
-    for (int i = 1; i < 10; i++)
-        assert_ptr_equal(s[i]->ptr, s[0]->ptr + (size_t)i * SLOT);
+    fake_cuda_config(8 * MiB, 4, 64 * MiB);
+    assert_int_equal(us_staging_grow_bytes(0), US_STAGING_MIN_SLOT);
+    assert_int_equal(us_staging_grow_bytes(4096), US_STAGING_MIN_SLOT);
+    assert_int_equal(us_staging_grow_bytes(MiB), 128u << 10);
+    assert_int_equal(us_staging_grow_bytes(MiB + 1), 128u << 10);
+    assert_int_equal(us_staging_grow_bytes(8 * MiB), MiB);
+    assert_int_equal(us_staging_grow_bytes(64 * MiB), 8 * MiB);
+    assert_int_equal(us_staging_grow_bytes((size_t)1 << 40), 8 * MiB);
+}
+
+/* A claim stops once its slots hold the whole copy. */
+static void test_staging_claim_stops_when_the_copy_fits(void **state)
+{
+    (void)state;
+    fake_cuda_warm_pool(4, SLOT);
+    assert_int_equal(fake_cuda_count(FAKE_cudaHostAlloc), 4);
+    struct us_slot *s[4];
+    assert_int_equal(us_staging_claim(4, SLOT, s), 1);
+    us_staging_release(s, 1, NULL);
+    assert_int_equal(us_staging_claim(4, 2 * SLOT + 1, s), 3);
+    us_staging_release(s, 3, NULL);
+    assert_int_equal(us_staging_claim(4, 40 * SLOT, s), 4);
+    assert_int_equal(fake_cuda_count(FAKE_cudaHostAlloc), 4);
 }
 
 static void test_staging_bounded_by_pinned_max(void **state)
 {
     (void)state;
-    fake_cuda_config(SLOT, 4, 6 * SLOT, false);
+    fake_cuda_config(SLOT, 4, 2 * SLOT);
     struct us_slot *s[8], *t[8];
-    assert_int_equal(us_staging_claim(4, s), 4);
-    /* only 2 more slots fit: the block is cut to the budget */
-    assert_int_equal(us_staging_claim(4, t), 2);
-    assert_int_equal(us_staging_pinned_bytes(), 6 * SLOT);
-    assert_int_equal(fake_cuda_count(FAKE_cudaHostAlloc), 2);
+    assert_int_equal(us_staging_claim(4, 8 * SLOT, s), 2); /* what fits */
+    assert_int_equal(us_staging_pinned_bytes(), 2 * SLOT);
     /* full: no allocation is even tried, the claimer declines */
-    assert_int_equal(us_staging_claim(1, t + 2), 0);
-    assert_int_equal(us_staging_claim(1, t + 2), 0);
+    assert_int_equal(us_staging_claim(1, SLOT, t), 0);
+    assert_int_equal(us_staging_claim(1, SLOT, t), 0);
     assert_int_equal(fake_cuda_count(FAKE_cudaHostAlloc), 2);
     assert_int_equal(fake_cuda_log_count("pinned_max"), 1); /* once */
 }
@@ -78,9 +111,10 @@ static void test_staging_bounded_by_pinned_max(void **state)
 static void test_staging_pending_slot_waits_for_its_event(void **state)
 {
     (void)state;
-    fake_cuda_config(SLOT, 4, 4 * SLOT, false);
+    fake_cuda_config(SLOT, 4, 4 * SLOT);
+    fake_cuda_warm_pool(4, SLOT);
     struct us_slot *s[4];
-    assert_int_equal(us_staging_claim(1, s), 1);
+    assert_int_equal(us_staging_claim(1, SLOT, s), 1);
     cudaEvent_t ev;
     assert_int_equal(us_staging_slot_event(s[0], 0, 0, &ev), cudaSuccess);
     int pending = 0;
@@ -88,26 +122,27 @@ static void test_staging_pending_slot_waits_for_its_event(void **state)
 
     fake_cuda.events_busy = true; /* the GPU still reads it */
     struct us_slot *t[4];
-    assert_int_equal(us_staging_claim(4, t), 3);
+    assert_int_equal(us_staging_claim(4, 4 * SLOT, t), 3);
     for (int i = 0; i < 3; i++)
         assert_ptr_not_equal(t[i], s[0]);
     us_staging_release(t, 3, NULL);
 
     fake_cuda.events_busy = false; /* done: it is free again */
-    assert_int_equal(us_staging_claim(4, t), 4);
-    assert_int_equal(fake_cuda_count(FAKE_cudaHostAlloc), 1);
+    assert_int_equal(us_staging_claim(4, 4 * SLOT, t), 4);
+    assert_int_equal(fake_cuda_count(FAKE_cudaHostAlloc), 4);
 }
 
 static void test_staging_lost_slot_is_never_reused(void **state)
 {
     (void)state;
-    fake_cuda_config(SLOT, 2, 2 * SLOT, false);
+    fake_cuda_config(SLOT, 2, 2 * SLOT);
+    fake_cuda_warm_pool(2, SLOT);
     struct us_slot *s[2];
-    assert_int_equal(us_staging_claim(2, s), 2);
+    assert_int_equal(us_staging_claim(2, 2 * SLOT, s), 2);
     int pending[2] = {US_STAGING_LOST, -1};
     us_staging_release(s, 2, pending);
     struct us_slot *t[2];
-    assert_int_equal(us_staging_claim(2, t), 1);
+    assert_int_equal(us_staging_claim(2, 2 * SLOT, t), 1);
     assert_ptr_equal(t[0], s[1]);
 }
 
@@ -116,33 +151,35 @@ static void test_staging_alloc_failure_declines_and_keeps_budget(void **state)
     (void)state;
     fake_cuda_fail(FAKE_cudaHostAlloc, 1, 0, cudaErrorMemoryAllocation);
     struct us_slot *s[2];
-    assert_int_equal(us_staging_claim(2, s), 0);
-    assert_int_equal(us_staging_claim(2, s), 0);
+    assert_int_equal(us_staging_claim(2, SLOT, s), 0);
+    assert_int_equal(us_staging_claim(2, SLOT, s), 0);
     assert_int_equal(us_staging_pinned_bytes(), 0);
     assert_int_equal(fake_cuda_log_count("cudaHostAlloc"), 1);
     void *ring;
-    assert_false(us_staging_ring_alloc(SLOT, &ring));
+    int ring_device;
+    assert_false(us_staging_ring_alloc(SLOT, &ring, &ring_device));
     fake_cuda_fail(FAKE_cudaHostAlloc, 0, 0, cudaSuccess);
-    assert_int_equal(us_staging_claim(2, s), 2);
+    assert_int_equal(us_staging_claim(2, SLOT, s), 1);
 }
 
 static void test_staging_ring_counts_toward_the_budget(void **state)
 {
     (void)state;
-    fake_cuda_config(SLOT, 4, 6 * SLOT, false);
+    fake_cuda_config(SLOT, 4, 6 * SLOT);
     void *ring;
-    assert_true(us_staging_ring_alloc(4 * SLOT, &ring));
+    int ring_device;
+    assert_true(us_staging_ring_alloc(4 * SLOT, &ring, &ring_device));
     assert_int_equal(us_staging_pinned_bytes(), 4 * SLOT);
-    assert_false(us_staging_ring_alloc(4 * SLOT, &ring));
-    struct us_slot *s[4];
-    assert_int_equal(us_staging_claim(4, s), 2);
+    assert_false(us_staging_ring_alloc(4 * SLOT, &ring, &ring_device));
+    fake_cuda_warm_pool(4, SLOT);
+    assert_int_equal(us_staging_pinned_bytes(), 6 * SLOT); /* 2 slots fit beside the ring */
 }
 
 static void test_staging_slot_event_made_on_its_device(void **state)
 {
     (void)state;
     struct us_slot *s[1];
-    assert_int_equal(us_staging_claim(1, s), 1);
+    assert_int_equal(us_staging_claim(1, SLOT, s), 1);
     cudaEvent_t e1, e1again, e0;
     assert_int_equal(us_staging_slot_event(s[0], 1, 0, &e1), cudaSuccess);
     assert_int_equal(fake_cuda_event_device(e1), 1);
@@ -159,23 +196,27 @@ static void test_staging_slot_event_made_on_its_device(void **state)
 
 /* Several threads claim and release at once: a slot is never held twice. */
 static atomic_int holders[16];
-static struct us_slot *first_slot;
+static struct us_slot *all_slots[8];
+
+static size_t slot_index(const struct us_slot *slot)
+{
+    for (size_t i = 0; i < 8; i++)
+        if (all_slots[i] == slot)
+            return i;
+    return 15; /* not one of the pool's: counted apart */
+}
 
 static void *claimer(void *arg)
 {
     (void)arg;
     for (int round = 0; round < 2000; round++) {
         struct us_slot *s[3];
-        unsigned n = us_staging_claim(3, s);
-        for (unsigned i = 0; i < n; i++) {
-            size_t idx = (size_t)(s[i]->ptr - first_slot->ptr) / SLOT;
-            if (atomic_fetch_add(&holders[idx], 1) != 0)
+        unsigned n = us_staging_claim(3, 3 * SLOT, s);
+        for (unsigned i = 0; i < n; i++)
+            if (atomic_fetch_add(&holders[slot_index(s[i])], 1) != 0)
                 return (void *)1;
-        }
-        for (unsigned i = 0; i < n; i++) {
-            size_t idx = (size_t)(s[i]->ptr - first_slot->ptr) / SLOT;
-            atomic_fetch_sub(&holders[idx], 1);
-        }
+        for (unsigned i = 0; i < n; i++)
+            atomic_fetch_sub(&holders[slot_index(s[i])], 1);
         us_staging_release(s, n, NULL);
     }
     return NULL;
@@ -184,11 +225,10 @@ static void *claimer(void *arg)
 static void test_staging_concurrent_claims_are_exclusive(void **state)
 {
     (void)state;
-    fake_cuda_config(SLOT, 8, 8 * SLOT, false);
-    struct us_slot *all[8];
-    assert_int_equal(us_staging_claim(8, all), 8); /* one block: no CUDA call while threads run */
-    first_slot = all[0];
-    us_staging_release(all, 8, NULL);
+    fake_cuda_config(SLOT, 8, 8 * SLOT); /* 8 slots at most: no CUDA call while threads run */
+    fake_cuda_warm_pool(8, SLOT);
+    assert_int_equal(us_staging_claim(8, 8 * SLOT, all_slots), 8);
+    us_staging_release(all_slots, 8, NULL);
     pthread_t t[4];
     for (int i = 0; i < 4; i++)
         pthread_create(&t[i], NULL, claimer, NULL);
@@ -197,14 +237,15 @@ static void test_staging_concurrent_claims_are_exclusive(void **state)
         pthread_join(t[i], &ret);
         assert_null(ret);
     }
-    assert_int_equal(fake_cuda_count(FAKE_cudaHostAlloc), 1);
+    assert_int_equal(fake_cuda_count(FAKE_cudaHostAlloc), 8);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_staging_first_claim_allocates_one_portable_block, setup, fake_cuda_teardown),
-        cmocka_unit_test_setup_teardown(test_staging_large_claim_grows_by_what_it_needs, setup, fake_cuda_teardown),
+        cmocka_unit_test_setup_teardown(test_staging_growth_follows_the_copy, setup, fake_cuda_teardown),
+        cmocka_unit_test_setup_teardown(test_staging_grow_bytes, setup, fake_cuda_teardown),
+        cmocka_unit_test_setup_teardown(test_staging_claim_stops_when_the_copy_fits, setup, fake_cuda_teardown),
         cmocka_unit_test_setup_teardown(test_staging_bounded_by_pinned_max, setup, fake_cuda_teardown),
         cmocka_unit_test_setup_teardown(test_staging_pending_slot_waits_for_its_event, setup, fake_cuda_teardown),
         cmocka_unit_test_setup_teardown(test_staging_lost_slot_is_never_reused, setup, fake_cuda_teardown),
