@@ -46,6 +46,7 @@ void cf_begin(int argc, char **argv)
     signal(SIGALRM, watchdog);
     alarm(60);
     CF_CK(cudaSetDevice(0));
+    cf_warm_kernels();
 }
 
 bool cf_arg(const char *name)

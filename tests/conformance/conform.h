@@ -47,6 +47,9 @@ void cf_set_flag_after(cudaStream_t s, int *flag, int value, double ms);
 void cf_copy_flag(cudaStream_t s, const int *flag, int *out);
 /* Occupies the stream `ms` milliseconds. */
 void cf_sleep(cudaStream_t s, double ms);
+/* Every kernel above launched once on every device (cf_begin does it): a
+ * kernel's first launch loads its module, which waits for work in flight. */
+void cf_warm_kernels(void);
 /* Occupies the stream `ms` milliseconds, then p[i] = cf_word(i, seed) for i < n
  * (p: device memory of the stream's device). */
 void cf_fill(cudaStream_t s, uint32_t *p, size_t n, uint32_t seed, double ms);

@@ -76,3 +76,31 @@ extern "C" void cf_fill(cudaStream_t s, uint32_t *p, size_t n, uint32_t seed, do
     cf_fill_kernel<<<1024, 256, 0, s>>>(p, n, seed);
     CF_CK(cudaGetLastError());
 }
+
+// Each kernel launched once on every device before the program's rule runs:
+// CUDA loads a kernel's module at its first launch (lazy loading, the default),
+// and that load waits for the work in flight, which would order two streams
+// that the rule says are independent (seen on an H100: two blocking streams
+// and a non-blocking one against the legacy stream all read saw=1).
+extern "C" void cf_warm_kernels(void)
+{
+    int count = 0, current = 0;
+    CF_CK(cudaGetDeviceCount(&count));
+    CF_CK(cudaGetDevice(&current));
+    for (int d = 0; d < count; d++) {
+        int *flag = NULL;
+        uint32_t *words = NULL;
+        CF_CK(cudaSetDevice(d));
+        CF_CK(cudaMalloc((void **)&flag, 2 * sizeof(int)));
+        CF_CK(cudaMalloc((void **)&words, 64 * sizeof(uint32_t)));
+        cf_spin_kernel<<<1, 1>>>(0);
+        cf_set_flag_kernel<<<1, 1>>>(flag, 0, 0);
+        cf_copy_flag_kernel<<<1, 1>>>(flag, flag + 1);
+        cf_fill_kernel<<<1, 64>>>(words, 64, 0);
+        CF_CK(cudaGetLastError());
+        CF_CK(cudaDeviceSynchronize());
+        CF_CK(cudaFree(flag));
+        CF_CK(cudaFree(words));
+    }
+    CF_CK(cudaSetDevice(current));
+}

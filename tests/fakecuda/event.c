@@ -158,8 +158,13 @@ static cudaError_t stream_wait_event(cudaStream_t stream, cudaEvent_t event, uns
                 fc_front_clear(&s->front);
             }
             fc_front_union(&s->front, &e->front);
+        } else if (s->capture != NULL && e->recorded) {
+            /* an event recorded outside the capture: a dependency across its
+             * boundary, refused and the capture ended (measured on an H100) */
+            s->capture->invalidated = true;
+            err = cudaErrorStreamCaptureIsolation;
         } else if (s->capture != NULL) {
-            /* an event from outside the capture: nothing to wait for in the graph */
+            /* an event never recorded: nothing to wait for in the graph */
         } else if (e->recorded && e->stream->completed < e->seq) {
             struct fc_op *op = fc_op_new(NULL); /* a marker: only its dependency matters */
             fc_op_add_dep(op, e->stream, e->seq);
@@ -188,8 +193,11 @@ static cudaError_t event_check_locked(cudaEvent_t event, struct fc_event **out)
     struct fc_event *e = event_get_locked(event);
     if (e == NULL)
         return cudaErrorInvalidResourceHandle;
-    if (event_capture_locked(e) != NULL)
+    struct fc_capture *c = event_capture_locked(e);
+    if (c != NULL) { /* and the capture is over (H100: EndCapture then gives 901) */
+        c->invalidated = true;
         return cudaErrorCapturedEvent;
+    }
     cudaError_t err = fc_capture_check_locked();
     if (err == cudaSuccess)
         *out = e;

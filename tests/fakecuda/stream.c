@@ -586,6 +586,19 @@ cudaError_t cudaStreamQuery_ptsz(cudaStream_t stream)
     return stream_query(stream, true);
 }
 
+/* Asking a capturing stream (or one joined to a capture) for its flags or
+ * its device ends the capture: measured on an H100 (CUDA 13.0, driver 580),
+ * both return cudaErrorStreamCaptureUnsupported and cudaStreamEndCapture
+ * then returns cudaErrorStreamCaptureInvalidated (tests/capture, cases
+ * global_get_{flags,device}_{capturing,joined}). cudaStreamGetFlags is what
+ * unstall's cudaStreamDestroy hook asked when NVIDIA's graphMemoryNodes
+ * sample failed under it. */
+static cudaError_t capture_forbids_query_locked(struct fc_stream *s)
+{
+    s->capture->invalidated = true;
+    return cudaErrorStreamCaptureUnsupported;
+}
+
 static cudaError_t stream_get_flags(cudaStream_t stream, unsigned *flags, bool per_thread)
 {
     if (!fc_enter())
@@ -595,6 +608,8 @@ static cudaError_t stream_get_flags(cudaStream_t stream, unsigned *flags, bool p
     pthread_mutex_lock(&fc_g.mu);
     struct fc_stream *s;
     cudaError_t err = fc_stream_get(stream, per_thread, &s);
+    if (err == cudaSuccess && s->capture != NULL)
+        err = capture_forbids_query_locked(s);
     if (err == cudaSuccess)
         *flags = s->flags;
     pthread_mutex_unlock(&fc_g.mu);
@@ -610,14 +625,8 @@ static cudaError_t stream_get_device(cudaStream_t stream, int *device, bool per_
     pthread_mutex_lock(&fc_g.mu);
     struct fc_stream *s;
     cudaError_t err = fc_stream_get(stream, per_thread, &s);
-    if (err == cudaSuccess && s->capture != NULL) {
-        /* Prediction, not measured: the one call that unstall made on a
-         * capturing stream before NVIDIA's graphMemoryNodes failed under it
-         * (cudaStreamGetFlags being the other). tests/capture checks it on a
-         * GPU (case global_get_device_joined). */
-        s->capture->invalidated = true;
-        err = cudaErrorStreamCaptureUnsupported;
-    }
+    if (err == cudaSuccess && s->capture != NULL)
+        err = capture_forbids_query_locked(s);
     if (err == cudaSuccess)
         *device = s->device;
     pthread_mutex_unlock(&fc_g.mu);

@@ -235,8 +235,11 @@ static void test_capture_forbidden_calls(void **state)
     }
     int device;
     unsigned flags;
+    /* asking a capturing stream its flags or device ends the capture (H100) */
     CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
-    CUDA_OK(cudaStreamGetFlags(s, &flags));
+    assert_int_equal(cudaStreamGetFlags(s, &flags), cudaErrorStreamCaptureUnsupported);
+    assert_int_equal(cudaStreamEndCapture(s, &g), cudaErrorStreamCaptureInvalidated);
+    CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
     assert_int_equal(cudaStreamGetDevice(s, &device), cudaErrorStreamCaptureUnsupported);
     assert_int_equal(cudaStreamEndCapture(s, &g), cudaErrorStreamCaptureInvalidated);
     /* a graph launched into a capture is not modelled: refused, invalidates */
