@@ -47,7 +47,7 @@ CAPTURE_GPU_BIN := $(BUILD)/gpu/capture_conform
 
 BENCH_SRC := $(wildcard tools/bench/*.c)
 
-.PHONY: all shim fakecuda scenarios check unit demo gpu-test bench deps clean docs
+.PHONY: all shim fakecuda scenarios check unit demo gpu-test bench compat deps clean docs
 all: shim fakecuda scenarios
 
 shim: $(SHIM)
@@ -152,6 +152,10 @@ demo: deps
 
 gpu-test: shim $(SCN_GPU_BIN) $(CONF_GPU_BIN) $(CAPTURE_GPU_BIN)
 	@sh tests/gpu/run.sh $(BUILD)
+
+# NVIDIA cuda-samples natively and under the shim (GPU; CUDA_SAMPLES=checkout)
+compat: shim
+	@sh tools/compat/run.sh $(BUILD)
 
 bench: shim $(SCN_GPU_BIN)
 	@sh tools/bench/run.sh $(BUILD)
