@@ -29,8 +29,8 @@ ${CC:-gcc} -std=c11 -D_GNU_SOURCE -O2 -Wall -Wextra -Werror -I"$cuda/include" "$
 : >"$out/native"
 : >"$out/shim"
 for op in h2d d2h d2h_async h2d_async; do
-    LD_LIBRARY_PATH=$libdir "$bin" "$max" $op >>"$out/native" || exit 1
-    env $SMALLCOPY_SHIM_ENV LD_LIBRARY_PATH=$libdir LD_PRELOAD="$shim" "$bin" "$max" $op \
+    LD_LIBRARY_PATH=$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} "$bin" "$max" $op >>"$out/native" || exit 1
+    env $SMALLCOPY_SHIM_ENV LD_LIBRARY_PATH=$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} LD_PRELOAD="$shim" "$bin" "$max" $op \
         >>"$out/shim" 2>>"$out/shim.err" || { cat "$out/shim.err"; exit 1; }
 done
 echo "smallcopy: $where"
