@@ -700,20 +700,30 @@ void us_config_set(const struct us_config *cfg)
     us_process_config = *cfg;
 }
 
-/* --- rank ---------------------------------------------------------------------------- */
+/* --- rank and host, for %r and %h in paths ---------------------------------------- */
+
+/* Launchers name the process's place in the job in these variables; the
+ * first that holds a decimal number wins. Global ranks come first, in the
+ * order a nested launch sets them (torchrun's RANK inside an srun or mpirun
+ * step is the worker's own); LOCAL_RANK, which repeats on every node, is the
+ * last resort (add %h to the path where several nodes share a file system). */
+static const char *const us_rank_vars[] = {
+    "RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "LOCAL_RANK",
+};
 
 static char us_rank_text[16];
+static const char *us_rank_var;
 static pthread_once_t us_rank_once = PTHREAD_ONCE_INIT;
 
 /* Only a number: the text goes into file names. */
 static void us_read_rank(void)
 {
-    static const char *const vars[] = { "RANK", "LOCAL_RANK" };
-    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
-        const char *v = getenv(vars[i]);
+    for (size_t i = 0; i < sizeof us_rank_vars / sizeof us_rank_vars[0]; i++) {
+        const char *v = getenv(us_rank_vars[i]);
         unsigned rank;
         if (v != NULL && us_parse_uint(v, &rank)) {
             snprintf(us_rank_text, sizeof us_rank_text, "%u", rank);
+            us_rank_var = us_rank_vars[i];
             return;
         }
     }
@@ -723,4 +733,38 @@ const char *us_config_rank(void)
 {
     pthread_once(&us_rank_once, us_read_rank);
     return us_rank_text[0] != '\0' ? us_rank_text : NULL;
+}
+
+const char *us_config_rank_source(void)
+{
+    pthread_once(&us_rank_once, us_read_rank);
+    return us_rank_var;
+}
+
+static char us_host_text[US_CONFIG_HOST_MAX];
+static pthread_once_t us_host_once = PTHREAD_ONCE_INIT;
+
+/* The name goes into file names: letters, digits, '.', '-' and '_' are kept,
+ * anything else (a '/' above all) becomes '_'. */
+static void us_read_host(void)
+{
+    char name[256];
+    if (gethostname(name, sizeof name) != 0 || name[0] == '\0')
+        snprintf(name, sizeof name, "unknown-host");
+    name[sizeof name - 1] = '\0';
+    size_t n = 0;
+    for (const char *c = name; *c != '\0' && n + 1 < sizeof us_host_text; c++) {
+        bool safe = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || us_is_digit((unsigned char)*c) ||
+                    *c == '.' || *c == '-' || *c == '_';
+        us_host_text[n++] = safe ? *c : '_';
+    }
+    us_host_text[n] = '\0';
+    if (strcmp(us_host_text, ".") == 0 || strcmp(us_host_text, "..") == 0)
+        us_host_text[0] = '_';
+}
+
+const char *us_config_host(void)
+{
+    pthread_once(&us_host_once, us_read_host);
+    return us_host_text;
 }

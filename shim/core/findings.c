@@ -493,6 +493,8 @@ struct us_report *us_findings_collect(void)
     read_text_file("/proc/self/cmdline", r->cmdline, sizeof r->cmdline, true);
     const char *rank = us_config_rank();
     snprintf(r->rank, sizeof r->rank, "%s", rank != NULL ? rank : "");
+    r->rank_source = us_config_rank_source();
+    snprintf(r->host, sizeof r->host, "%s", us_config_host());
     r->mode = mode_name(us_config()->mode);
     r->hooked = __atomic_load_n((int *)&us_state_hooked, __ATOMIC_RELAXED) != 0;
     r->origin_mono_ns = origin_mono_ns;
@@ -562,7 +564,7 @@ void us_findings_report(void)
         char path[sizeof r->json_path];
         char *json = NULL;
         const char *why = NULL;
-        if (!us_expand_path(cfg->report, us_config_rank(), path, sizeof path))
+        if (!us_expand_path(cfg->report, us_config_rank(), us_config_host(), path, sizeof path))
             why = "the expanded path is too long";
         else if ((json = us_report_json(r)) == NULL)
             why = "out of memory";

@@ -100,7 +100,7 @@ static int us_open_destination(const struct us_config *cfg)
     char path[US_LOG_PATH_MAX];
     const char *why;
     int fd = -1;
-    if (!us_expand_path(cfg->log, us_config_rank(), path, sizeof path))
+    if (!us_expand_path(cfg->log, us_config_rank(), us_config_host(), path, sizeof path))
         why = "the expanded path is too long";
     else if ((fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644)) < 0)
         why = strerror(errno);
@@ -227,20 +227,25 @@ void us_log_set_sink(us_log_sink sink, void *arg)
     pthread_mutex_unlock(&us_log_open_lock);
 }
 
-bool us_expand_path(const char *templ, const char *rank_text, char *out, unsigned out_size)
+bool us_expand_path(const char *templ, const char *rank_text, const char *host_text, char *out,
+                    unsigned out_size)
 {
     if (templ == NULL || out == NULL || out_size == 0)
         return false;
     char pid_text[24];
     snprintf(pid_text, sizeof pid_text, "%ld", (long)getpid());
+    /* a process without a rank (a launcher's own) must never take a rank's
+     * file: "norank" is no number, so no rank's %r expands to it */
     if (rank_text == NULL)
-        rank_text = "0";
+        rank_text = US_PATH_NO_RANK;
+    if (host_text == NULL)
+        host_text = "unknown-host";
     size_t o = 0;
     for (const char *t = templ; *t != '\0'; t++) {
         char single[2] = { *t, '\0' };
         const char *piece = single; /* as written, a lone '%' included */
-        if (t[0] == '%' && (t[1] == 'p' || t[1] == 'r' || t[1] == '%')) {
-            piece = t[1] == 'p' ? pid_text : t[1] == 'r' ? rank_text : "%";
+        if (t[0] == '%' && (t[1] == 'p' || t[1] == 'r' || t[1] == 'h' || t[1] == '%')) {
+            piece = t[1] == 'p' ? pid_text : t[1] == 'r' ? rank_text : t[1] == 'h' ? host_text : "%";
             t++;
         }
         size_t len = strlen(piece);

@@ -37,8 +37,11 @@ void us_log_raw(const char *text);
 typedef void (*us_log_sink)(enum us_log_level level, const char *line, void *arg);
 void us_log_set_sink(us_log_sink sink, void *arg);
 
-/* Expand %p (pid) and %r (RANK, else LOCAL_RANK, else 0) in a path template.
- * rank_text may be NULL (then "0"). Returns false if it does not fit. */
-bool us_expand_path(const char *templ, const char *rank_text, char *out, unsigned out_size);
+/* Expand a path template: %p the pid, %r rank_text (us_config_rank; NULL:
+ * "norank"), %h host_text (us_config_host), %% a '%'; anything else as
+ * written. Returns false, out "", if it does not fit. */
+#define US_PATH_NO_RANK "norank"
+bool us_expand_path(const char *templ, const char *rank_text, const char *host_text, char *out,
+                    unsigned out_size);
 
 #endif

@@ -203,9 +203,11 @@ char *us_report_text(const struct us_report *r, unsigned top)
     char pre[40], held[32], amount[32], max[32];
     snprintf(pre, sizeof pre, "unstall[%ld]: ", r->pid);
     const char *who = r->cmdline[0] != '\0' ? r->cmdline : r->program;
-    char rank[32] = "";
+    char rank[128] = "";
     if (r->rank[0] != '\0')
         snprintf(rank, sizeof rank, ", rank %s", r->rank);
+    if (r->host[0] != '\0')
+        snprintf(rank + strlen(rank), sizeof rank - strlen(rank), ", host %s", r->host);
     uint64_t ran = r->now_mono_ns > r->origin_mono_ns ? r->now_mono_ns - r->origin_mono_ns : 0;
     buf_printf(&b, "%s---- unstall report: %s (pid %ld%s), mode %s, ran %s ----\n", pre, who, r->pid, rank,
                r->mode != NULL ? r->mode : "?", us_report_time(ran, held, sizeof held));
@@ -331,6 +333,13 @@ char *us_report_json(const struct us_report *r)
         buf_printf(&b, "%ld", strtol(r->rank, NULL, 10));
     else
         buf_printf(&b, "null");
+    buf_printf(&b, ",\n  \"rank_from\": ");
+    if (r->rank[0] != '\0' && r->rank_source != NULL)
+        buf_json_string(&b, r->rank_source);
+    else
+        buf_printf(&b, "null");
+    buf_printf(&b, ",\n  \"host\": ");
+    buf_json_string(&b, r->host);
     buf_printf(&b, ",\n  \"program\": ");
     buf_json_string(&b, r->program);
     buf_printf(&b, ",\n  \"cmdline\": ");

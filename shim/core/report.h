@@ -55,7 +55,9 @@ struct us_report {
     long pid;
     char program[64];     /* /proc/self/comm */
     char cmdline[256];    /* the command line, arguments joined, shortened */
-    char rank[16];        /* "" when RANK and LOCAL_RANK are unset */
+    char rank[16];        /* "" when no rank variable is set (us_config_rank) */
+    const char *rank_source; /* the variable it came from, NULL without a rank */
+    char host[64];        /* us_config_host() */
     const char *mode;     /* "report", "warn", "strict" */
     bool hooked;          /* any CUDA runtime call reached the shim */
     uint64_t origin_mono_ns, origin_real_ns; /* one instant on both clocks */

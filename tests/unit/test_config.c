@@ -808,6 +808,64 @@ static void test_config_rank_is_a_number(void **state)
     assert_non_null(strstr(result, "#rank=7\n"));
 }
 
+/* Launchers' rank variables: global ranks first (RANK, SLURM_PROCID,
+ * OMPI_COMM_WORLD_RANK, PMI_RANK, PMIX_RANK), LOCAL_RANK last (issue 15). */
+static const char *const rank_vars[] = { "RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK",
+                                         "LOCAL_RANK" };
+static const char *rank_case_env; /* "VAR=value VAR=value" set in the child */
+
+static void rank_case_body(FILE *out)
+{
+    for (size_t i = 0; i < sizeof rank_vars / sizeof rank_vars[0]; i++)
+        unsetenv(rank_vars[i]);
+    char env[256];
+    snprintf(env, sizeof env, "%s", rank_case_env);
+    for (char *save = NULL, *kv = strtok_r(env, " ", &save); kv != NULL; kv = strtok_r(NULL, " ", &save)) {
+        char *eq = strchr(kv, '=');
+        *eq = '\0';
+        setenv(kv, eq + 1, 1);
+    }
+    fprintf(out, "#rank=%s from=%s\n", us_config_rank() != NULL ? us_config_rank() : "(null)",
+            us_config_rank_source() != NULL ? us_config_rank_source() : "(null)");
+}
+
+static void test_config_rank_variables_in_order(void **state)
+{
+    (void)state;
+    static const struct { const char *env, *expect; } cases[] = {
+        { "RANK=3 SLURM_PROCID=9 LOCAL_RANK=1", "#rank=3 from=RANK\n" },
+        { "SLURM_PROCID=5 OMPI_COMM_WORLD_RANK=9 LOCAL_RANK=1", "#rank=5 from=SLURM_PROCID\n" },
+        { "OMPI_COMM_WORLD_RANK=6 PMI_RANK=9 PMIX_RANK=8", "#rank=6 from=OMPI_COMM_WORLD_RANK\n" },
+        { "PMI_RANK=7 PMIX_RANK=8 LOCAL_RANK=1", "#rank=7 from=PMI_RANK\n" },
+        { "PMIX_RANK=8 LOCAL_RANK=1", "#rank=8 from=PMIX_RANK\n" },
+        { "LOCAL_RANK=2", "#rank=2 from=LOCAL_RANK\n" },
+        { "SLURM_PROCID=x PMI_RANK=4", "#rank=4 from=PMI_RANK\n" },
+        { "", "#rank=(null) from=(null)\n" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        static char result[4096];
+        rank_case_env = cases[i].env;
+        run_child(rank_case_body, result, sizeof result);
+        if (strstr(result, cases[i].expect) == NULL)
+            fail_msg("%s: got %s", cases[i].env, result);
+    }
+}
+
+static void host_body(FILE *out) { fprintf(out, "#host=%s\n", us_config_host()); }
+
+/* %h: the host name, as gethostname says, safe in a file name */
+static void test_config_host(void **state)
+{
+    (void)state;
+    char name[256] = "", expect[300];
+    assert_int_equal(gethostname(name, sizeof name), 0);
+    static char result[4096];
+    run_child(host_body, result, sizeof result);
+    snprintf(expect, sizeof expect, "#host=%s\n", name);
+    assert_non_null(strstr(result, expect));
+    assert_null(strchr(us_config_host(), '/'));
+}
+
 /* Tests run with no UNSTALL_* variable of whoever runs them: the parent's own
  * configuration (the log's) is then the defaults. */
 static void clear_unstall_environment(void)
@@ -837,6 +895,8 @@ int main(void)
         cmocka_unit_test(test_config_process_sources),
         cmocka_unit_test(test_config_process_missing_file),
         cmocka_unit_test(test_config_rank_is_a_number),
+        cmocka_unit_test(test_config_rank_variables_in_order),
+        cmocka_unit_test(test_config_host),
         cmocka_unit_test(test_config_parse_bool),
         cmocka_unit_test(test_config_parse_size_accepts),
         cmocka_unit_test(test_config_parse_size_rejects),

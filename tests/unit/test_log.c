@@ -301,7 +301,7 @@ static void test_log_to_file(void **state)
     char path[128], log_templ[128];
     snprintf(log_templ, sizeof log_templ, "/tmp/test_log.%%p.%%r.log");
     snprintf(path, sizeof path, "/tmp/test_log.%ld.%s.log", (long)getpid(),
-             us_config_rank() != NULL ? us_config_rank() : "0");
+             us_config_rank() != NULL ? us_config_rank() : "norank");
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     assert_true(fd >= 0);
     assert_int_equal(write(fd, "earlier\n", 8), 8);
@@ -365,27 +365,33 @@ static void test_log_expand_path(void **state)
     char out[128], expected[128];
     long pid = (long)getpid();
 
-    assert_true(us_expand_path("unstall-%p-%r.json", "3", out, sizeof out));
+    assert_true(us_expand_path("unstall-%p-%r.json", "3", "node1", out, sizeof out));
     snprintf(expected, sizeof expected, "unstall-%ld-3.json", pid);
     assert_string_equal(out, expected);
 
-    assert_true(us_expand_path("/tmp/%r/%p/%p", NULL, out, sizeof out));
-    snprintf(expected, sizeof expected, "/tmp/0/%ld/%ld", pid, pid);
+    /* no rank: never a rank's name (issue 8: torchrun's own process took rank 0's) */
+    assert_true(us_expand_path("/tmp/%r/%p/%p", NULL, "node1", out, sizeof out));
+    snprintf(expected, sizeof expected, "/tmp/norank/%ld/%ld", pid, pid);
     assert_string_equal(out, expected);
 
-    assert_true(us_expand_path("100%% %x %", "1", out, sizeof out));
+    /* %h: the host */
+    assert_true(us_expand_path("/shared/%h-%r.json", "12", "gpu-node-07", out, sizeof out));
+    assert_string_equal(out, "/shared/gpu-node-07-12.json");
+
+    assert_true(us_expand_path("100%% %x %", "1", "h", out, sizeof out));
     assert_string_equal(out, "100% %x %"); /* %% is %, anything else as written */
 
-    assert_true(us_expand_path("", "1", out, sizeof out));
+    assert_true(us_expand_path("", "1", "h", out, sizeof out));
     assert_string_equal(out, "");
 
-    assert_true(us_expand_path("abc", NULL, out, 4)); /* exactly fits */
+    assert_true(us_expand_path("abc", NULL, "h", out, 4)); /* exactly fits */
     assert_string_equal(out, "abc");
-    assert_false(us_expand_path("abcd", NULL, out, 4));
+    assert_false(us_expand_path("abcd", NULL, "h", out, 4));
     assert_string_equal(out, "");
-    assert_false(us_expand_path("r%r", "12345", out, 6));
-    assert_false(us_expand_path(NULL, NULL, out, sizeof out));
-    assert_false(us_expand_path("x", NULL, out, 0));
+    assert_false(us_expand_path("r%r", "12345", "h", out, 6));
+    assert_false(us_expand_path("%h", "1", "host", out, 4));
+    assert_false(us_expand_path(NULL, NULL, "h", out, sizeof out));
+    assert_false(us_expand_path("x", NULL, "h", out, 0));
 }
 
 static void clear_unstall_environment(void)

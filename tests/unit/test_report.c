@@ -72,6 +72,8 @@ static struct us_report *sample(void)
     snprintf(r->program, sizeof r->program, "python3");
     snprintf(r->cmdline, sizeof r->cmdline, "python3 train.py --epochs 2");
     snprintf(r->rank, sizeof r->rank, "3");
+    r->rank_source = "SLURM_PROCID";
+    snprintf(r->host, sizeof r->host, "node7");
     r->mode = "report";
     r->hooked = true;
     r->origin_mono_ns = 1000;
@@ -113,7 +115,7 @@ static void test_report_text(void **state)
     struct us_report *r = sample();
     char *text = us_report_text(r, 20);
     assert_non_null(text);
-    assert_non_null(strstr(text, "unstall[4242]: ---- unstall report: python3 train.py --epochs 2 (pid 4242, rank 3), "
+    assert_non_null(strstr(text, "unstall[4242]: ---- unstall report: python3 train.py --epochs 2 (pid 4242, rank 3, host node7), "
                                  "mode report, ran 2.50 s ----\n"));
     assert_non_null(strstr(text, "unstall[4242]: time the calls held the caller, by rule:\n"
                                  "unstall[4242]:   pageable_d2h       high       1.23 s in 124 calls, 7.5 GiB, 100 "
@@ -156,7 +158,7 @@ static void test_report_text_no_cuda_seen(void **state)
     r->row_count = 0;
     r->rank[0] = '\0';
     char *text = us_report_text(r, 20);
-    assert_non_null(strstr(text, "(pid 4242), mode report"));
+    assert_non_null(strstr(text, "(pid 4242, host node7), mode report"));
     assert_non_null(strstr(text, "unstall[4242]: unstall saw no CUDA runtime call: if the program links the CUDA "
                                  "runtime statically (nvcc's default), a runtime-layer preload cannot see it; build "
                                  "with -cudart shared\n"));
@@ -178,7 +180,7 @@ static void test_report_json(void **state)
     assert_non_null(json);
     assert_non_null(strstr(json, "\"version\": 1,"));
     assert_non_null(strstr(json, "\"pid\": 4242,"));
-    assert_non_null(strstr(json, "\"rank\": 3,"));
+    assert_non_null(strstr(json, "\"rank\": 3,\n  \"rank_from\": \"SLURM_PROCID\",\n  \"host\": \"node7\",\n"));
     assert_non_null(strstr(json, "\"program\": \"a\\\"b\\\\c\\n\","));
     assert_non_null(strstr(json, "\"started\": \"2023-11-14T22:13:20Z\","));
     assert_non_null(strstr(json, "\"clock\": {\"monotonic_ns\": 1000, \"realtime_ns\": 1700000000000000000},"));
@@ -223,7 +225,7 @@ static void test_report_json(void **state)
     r->event_count = 0;
     r->span_count = 0;
     json = us_report_json(r);
-    assert_non_null(strstr(json, "\"rank\": null,"));
+    assert_non_null(strstr(json, "\"rank\": null,\n  \"rank_from\": null,"));
     assert_non_null(strstr(json, "\"rules\": [],\n  \"findings\": [],"));
     assert_non_null(strstr(json, "\"events\": [],"));
     assert_non_null(strstr(json, "\"spans\": []\n}\n"));
