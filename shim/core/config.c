@@ -599,7 +599,9 @@ static char *us_read_file(const char *path)
     char *text = NULL;
     int err = 0;
     struct stat st;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: opening a FIFO must not wait for a writer; only a regular
+     * file is read, and that one in blocking mode again */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) {
         err = errno;
         goto fail_open;
@@ -610,6 +612,11 @@ static char *us_read_file(const char *path)
     }
     if (!S_ISREG(st.st_mode)) {
         why = "not a regular file";
+        goto fail_read;
+    }
+    int flags = fcntl(fd, F_GETFL);
+    if (flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
+        err = errno;
         goto fail_read;
     }
     if ((unsigned long long)st.st_size > US_CONFIG_FILE_MAX) {

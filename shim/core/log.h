@@ -7,7 +7,11 @@
  * guard drops messages logged while a message is being written. Messages
  * logged while the configuration loads (its warnings) go to stderr at level
  * warn and above. Option verbose lets info messages through whatever
- * log_level says; option disable silences everything. */
+ * log_level says; option disable silences everything. A log file is opened
+ * non-blocking (a FIFO without a reader: one warning, then stderr) and a line
+ * that would block is dropped and counted, never waited for (the report at
+ * exit waits up to half a second); SIGPIPE is held back around writes to a
+ * pipe. */
 #ifndef UNSTALL_LOG_H
 #define UNSTALL_LOG_H
 
@@ -29,6 +33,11 @@ void us_vlog(enum us_log_level level, const char *fmt, va_list ap);
 /* Write unlimited, unprefixed text (the report at exit). It does not count
  * toward log_max_lines. A sink gets it unchanged, at level US_LOG_INFO. */
 void us_log_raw(const char *text);
+
+/* At exit, after the report: if lines were dropped because the destination
+ * would have blocked (a full pipe) or lost its reader, say how many, on the
+ * destination or else on stderr. Never blocks. */
+void us_log_at_exit(void);
 
 /* Tests: capture every line (prefixed, without its newline) into a callback
  * instead of the destination; NULL restores the destination. Either way the

@@ -8,8 +8,10 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -357,6 +359,135 @@ static void test_log_unopenable_falls_back_to_stderr(void **state)
     assert_string_equal(text, expected);
 }
 
+/* --- FIFOs: nothing blocks, nothing kills (issue 8) ------------------------------------ */
+
+/* stderr into a file while body runs; its text into out */
+static void with_stderr_captured(void (*body)(const char *fifo), const char *fifo, char *out, size_t size)
+{
+    char err_path[64];
+    snprintf(err_path, sizeof err_path, "/tmp/test_log.%ld.stderr", (long)getpid());
+    int err_fd = open(err_path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+    assert_true(err_fd >= 0);
+    fflush(stderr);
+    int saved = dup(STDERR_FILENO);
+    dup2(err_fd, STDERR_FILENO);
+    alarm(20); /* a blocked open or write fails the test instead of hanging it */
+    body(fifo);
+    alarm(0);
+    dup2(saved, STDERR_FILENO);
+    close(saved);
+    close(err_fd);
+    read_file(err_path, out, size);
+    unlink(err_path);
+}
+
+static void make_fifo(char *path, size_t size)
+{
+    snprintf(path, size, "/tmp/test_log.%ld.fifo", (long)getpid());
+    unlink(path);
+    assert_int_equal(mkfifo(path, 0600), 0);
+}
+
+static void log_to(const char *path)
+{
+    snprintf(cfg.log, sizeof cfg.log, "%s", path);
+    use_config();
+    us_log_set_sink(NULL, NULL);
+}
+
+static void log_two_lines(const char *fifo)
+{
+    log_to(fifo);
+    us_log(US_LOG_WARN, "one");
+    us_log(US_LOG_WARN, "two");
+    us_log_set_sink(NULL, NULL);
+}
+
+static void test_log_fifo_without_reader(void **state)
+{
+    (void)state;
+    char fifo[64], text[2048], expected[2048];
+    make_fifo(fifo, sizeof fifo);
+    with_stderr_captured(log_two_lines, fifo, text, sizeof text);
+    unlink(fifo);
+    long pid = (long)getpid();
+    snprintf(expected, sizeof expected,
+             "unstall[%ld]: warning: cannot open log file \"%s\" (a FIFO with no reader); logging to stderr\n"
+             "unstall[%ld]: warning: one\nunstall[%ld]: warning: two\n", pid, fifo, pid, pid);
+    assert_string_equal(text, expected);
+}
+
+static int fifo_reader = -1;
+
+static void log_into_full_pipe(const char *fifo)
+{
+    log_to(fifo);
+    us_log(US_LOG_WARN, "lost 1");
+    us_log(US_LOG_WARN, "lost 2");
+    us_log_raw("lost report\nof two lines\n");
+    char drain[65536];
+    while (read(fifo_reader, drain, sizeof drain) > 0)
+        ;
+    us_log(US_LOG_WARN, "after");
+    us_log_set_sink(NULL, NULL);
+}
+
+static void test_log_full_pipe_drops_and_counts(void **state)
+{
+    (void)state;
+    char fifo[64], text[2048], expected[2048];
+    make_fifo(fifo, sizeof fifo);
+    fifo_reader = open(fifo, O_RDONLY | O_NONBLOCK);
+    assert_true(fifo_reader >= 0);
+    int filler = open(fifo, O_WRONLY | O_NONBLOCK);
+    assert_true(filler >= 0);
+    char block[4096];
+    memset(block, 'x', sizeof block);
+    while (write(filler, block, sizeof block) > 0)
+        ;
+    close(filler);
+    with_stderr_captured(log_into_full_pipe, fifo, text, sizeof text);
+    assert_string_equal(text, "");
+    ssize_t n = read(fifo_reader, text, sizeof text - 1);
+    assert_true(n > 0);
+    text[n] = '\0';
+    close(fifo_reader);
+    unlink(fifo);
+    long pid = (long)getpid();
+    snprintf(expected, sizeof expected,
+             "unstall[%ld]: warning: 4 log lines dropped: the log destination would have blocked or has no reader\n"
+             "unstall[%ld]: warning: after\n", pid, pid);
+    assert_string_equal(text, expected);
+}
+
+static void log_after_reader_left(const char *fifo)
+{
+    log_to(fifo);
+    us_log(US_LOG_WARN, "read");
+    close(fifo_reader);
+    us_log(US_LOG_WARN, "nobody reads this"); /* EPIPE: SIGPIPE would end this test */
+    us_log_at_exit();
+    us_log_set_sink(NULL, NULL);
+}
+
+static void test_log_reader_gone_no_sigpipe(void **state)
+{
+    (void)state;
+    char fifo[64], text[2048], expected[2048];
+    make_fifo(fifo, sizeof fifo);
+    fifo_reader = open(fifo, O_RDONLY | O_NONBLOCK);
+    assert_true(fifo_reader >= 0);
+    with_stderr_captured(log_after_reader_left, fifo, text, sizeof text);
+    unlink(fifo);
+    sigset_t pending;
+    sigpending(&pending);
+    assert_false(sigismember(&pending, SIGPIPE));
+    snprintf(expected, sizeof expected,
+             "unstall[%ld]: warning: 1 log line dropped: the log destination would have blocked or has no reader\n",
+             (long)getpid());
+    assert_string_equal(text, expected);
+}
+
 /* --- paths -------------------------------------------------------------------------------------- */
 
 static void test_log_expand_path(void **state)
@@ -424,6 +555,9 @@ int main(void)
         T(test_log_limit_zero_is_unlimited),
         T(test_log_set_sink_restarts_count),
         T(test_log_limit_across_threads),
+        T(test_log_fifo_without_reader),
+        T(test_log_full_pipe_drops_and_counts),
+        T(test_log_reader_gone_no_sigpipe),
         T(test_log_long_message_truncated),
         T(test_log_trailing_newline_dropped),
         T(test_log_recursion_dropped),
