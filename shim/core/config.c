@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -285,6 +286,40 @@ static const char *us_source_name(enum us_option_source source)
     return "?";
 }
 
+/* --- warnings, bounded by log_max_lines ---------------------------------------- */
+
+/* One load's warnings. A config file of garbage can give a warning per line:
+ * they are bounded by log_max_lines like any line of the log, the last line
+ * saying how many more there were. The bound is the loaded value itself, so
+ * a load runs twice: quietly, to learn the bound and the number of warnings,
+ * then for real. */
+struct us_load {
+    bool quiet;              /* the first pass: count, say nothing */
+    unsigned long warnings;  /* counted by the quiet pass */
+    unsigned long max;       /* log_max_lines as loaded; 0: no bound */
+    unsigned long shown, suppressed;
+};
+
+static void us_load_warn(struct us_load *load, enum us_log_level level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void us_load_warn(struct us_load *load, enum us_log_level level, const char *fmt, ...)
+{
+    if (load->quiet) {
+        load->warnings++;
+        return;
+    }
+    /* over the bound: the first max - 1 warnings, then the summary line */
+    if (load->max != 0 && load->warnings > load->max && load->shown + 1 >= load->max) {
+        load->suppressed++;
+        return;
+    }
+    load->shown++;
+    va_list ap;
+    va_start(ap, fmt);
+    us_vlog(level, fmt, ap);
+    va_end(ap);
+}
+
 /* --- applying one value ------------------------------------------------------- */
 
 enum us_parse_result { US_PARSE_OK, US_PARSE_BAD, US_PARSE_OUT_OF_RANGE };
@@ -372,7 +407,7 @@ static void us_env_name(const char *option, char *out, size_t out_size)
     out[n] = '\0';
 }
 
-static void us_apply(struct us_config *out, enum us_option_source *sources, size_t index,
+static void us_apply(struct us_load *load, struct us_config *out, enum us_option_source *sources, size_t index,
                      const char *text, size_t len, const struct us_origin *origin)
 {
     const struct us_option_info *opt = &us_options[index];
@@ -389,9 +424,9 @@ static void us_apply(struct us_config *out, enum us_option_source *sources, size
     if (origin->source == US_SRC_ENV) {
         char key[US_NAME_MAX + US_ENV_PREFIX_LEN];
         us_env_name(opt->name, key, sizeof key);
-        us_log(US_LOG_WARN, "%s=%s: %s; keeping %s", key, shown, why, kept);
+        us_load_warn(load, US_LOG_WARN, "%s=%s: %s; keeping %s", key, shown, why, kept);
     } else {
-        us_log(US_LOG_WARN, "%s:%u: %s=%s: %s; keeping %s", origin->file_name, origin->line, opt->name,
+        us_load_warn(load, US_LOG_WARN, "%s:%u: %s=%s: %s; keeping %s", origin->file_name, origin->line, opt->name,
                shown, why, kept);
     }
 }
@@ -464,7 +499,7 @@ static bool us_is_known_var(const char *name, size_t len)
 
 /* --- the sources ---------------------------------------------------------------- */
 
-static void us_load_environment(struct us_config *out, enum us_option_source *sources,
+static void us_load_environment(struct us_load *load, struct us_config *out, enum us_option_source *sources,
                                 char *const *environ_vars)
 {
     const struct us_origin origin = { US_SRC_ENV, NULL, 0 };
@@ -477,7 +512,7 @@ static void us_load_environment(struct us_config *out, enum us_option_source *so
         size_t name_len = (size_t)(eq - name);
         int index = us_find_option(name, name_len, true);
         if (index >= 0) {
-            us_apply(out, sources, (size_t)index, eq + 1, strlen(eq + 1), &origin);
+            us_apply(load, out, sources, (size_t)index, eq + 1, strlen(eq + 1), &origin);
             continue;
         }
         if (us_is_known_var(var, (size_t)(eq - var)))
@@ -486,11 +521,11 @@ static void us_load_environment(struct us_config *out, enum us_option_source *so
         us_format_text(var, (size_t)(eq - var), false, shown, sizeof shown);
         int match = us_close_match(name, name_len);
         if (match < 0) {
-            us_log(US_LOG_WARN, "%s: unknown variable, ignored", shown);
+            us_load_warn(load, US_LOG_WARN, "%s: unknown variable, ignored", shown);
         } else {
             char suggestion[US_NAME_MAX + US_ENV_PREFIX_LEN];
             us_env_name(us_options[match].name, suggestion, sizeof suggestion);
-            us_log(US_LOG_WARN, "%s: unknown variable, ignored; did you mean %s?", shown, suggestion);
+            us_load_warn(load, US_LOG_WARN, "%s: unknown variable, ignored; did you mean %s?", shown, suggestion);
         }
     }
 }
@@ -499,7 +534,7 @@ static bool us_is_blank(char c) { return c == ' ' || c == '\t' || c == '\r'; }
 
 /* Lines of "key = value", "# comment" and blanks; a '#' after a blank ends
  * the value, so that "chunk_bytes = 8m  # big" reads 8m. */
-static void us_load_file(struct us_config *out, enum us_option_source *sources, const char *text,
+static void us_load_file(struct us_load *load, struct us_config *out, enum us_option_source *sources, const char *text,
                          const char *file_name)
 {
     struct us_origin origin = { US_SRC_FILE, file_name != NULL ? file_name : "config file", 0 };
@@ -528,7 +563,7 @@ static void us_load_file(struct us_config *out, enum us_option_source *sources, 
         if (eq == NULL || key_end == p) {
             char shown[US_SHOWN_MAX + 8];
             us_format_shown(p, (size_t)(e - p), shown, sizeof shown);
-            us_log(US_LOG_WARN, "%s:%u: %s: expected key = value; line ignored", origin.file_name,
+            us_load_warn(load, US_LOG_WARN, "%s:%u: %s: expected key = value; line ignored", origin.file_name,
                    origin.line, shown);
             continue;
         }
@@ -544,7 +579,7 @@ static void us_load_file(struct us_config *out, enum us_option_source *sources, 
         size_t key_len = (size_t)(key_end - p);
         int index = us_find_option(p, key_len, false);
         if (index >= 0) {
-            us_apply(out, sources, (size_t)index, value, (size_t)(value_end - value), &origin);
+            us_apply(load, out, sources, (size_t)index, value, (size_t)(value_end - value), &origin);
             continue;
         }
         /* "UNSTALL_SLOTS = 4" in a file: suggest the file's spelling */
@@ -558,29 +593,42 @@ static void us_load_file(struct us_config *out, enum us_option_source *sources, 
         us_format_shown(p, key_len, shown, sizeof shown);
         int match = us_close_match(name, name_len);
         if (match < 0)
-            us_log(US_LOG_WARN, "%s:%u: unknown key %s, ignored", origin.file_name, origin.line, shown);
+            us_load_warn(load, US_LOG_WARN, "%s:%u: unknown key %s, ignored", origin.file_name, origin.line, shown);
         else
-            us_log(US_LOG_WARN, "%s:%u: unknown key %s, ignored; did you mean %s?", origin.file_name,
+            us_load_warn(load, US_LOG_WARN, "%s:%u: unknown key %s, ignored; did you mean %s?", origin.file_name,
                    origin.line, shown, us_options[match].name);
     }
 }
 
-void us_config_load(struct us_config *out, enum us_option_source *sources,
-                    char *const *environ_vars, const char *file_text, const char *file_name)
+static void us_config_load_pass(struct us_load *load, struct us_config *out, enum us_option_source *sources,
+                                char *const *environ_vars, const char *file_text, const char *file_name)
 {
     memset(out, 0, sizeof *out);
     for (size_t i = 0; i < us_option_count; i++) {
         const char *def = us_options[i].default_text;
         /* a table bug, caught by test_config; say so rather than guess */
         if (us_parse_option(i, def, strlen(def), out) != US_PARSE_OK)
-            us_log(US_LOG_ERROR, "options.def: option %s: bad default \"%s\"", us_options[i].name, def);
+            us_load_warn(load, US_LOG_ERROR, "options.def: option %s: bad default \"%s\"", us_options[i].name, def);
         if (sources != NULL)
             sources[i] = US_SRC_DEFAULT;
     }
     if (file_text != NULL)
-        us_load_file(out, sources, file_text, file_name);
+        us_load_file(load, out, sources, file_text, file_name);
     if (environ_vars != NULL)
-        us_load_environment(out, sources, environ_vars);
+        us_load_environment(load, out, sources, environ_vars);
+}
+
+void us_config_load(struct us_config *out, enum us_option_source *sources,
+                    char *const *environ_vars, const char *file_text, const char *file_name)
+{
+    struct us_load load = { .quiet = true };
+    us_config_load_pass(&load, out, NULL, environ_vars, file_text, file_name);
+    load.quiet = false;
+    load.max = out->log_max_lines;
+    us_config_load_pass(&load, out, sources, environ_vars, file_text, file_name);
+    if (load.suppressed > 0)
+        us_log(US_LOG_WARN, "%lu more configuration warning%s suppressed (option log_max_lines)", load.suppressed,
+               load.suppressed == 1 ? "" : "s");
 }
 
 /* --- the process's configuration ------------------------------------------------- */

@@ -512,6 +512,47 @@ static void test_config_file_bad_lines(void **state)
     assert_one_warning("t.conf:2: chunk_bytes=\"2g\": out of range 64k..1g; keeping 8m");
 }
 
+/* Issue 8: a 1 MB garbage config printed 262,032 lines. Its warnings are
+ * bounded by log_max_lines (as loaded), the last line counting the rest. */
+static void test_config_warnings_bounded_by_log_max_lines(void **state)
+{
+    (void)state;
+    static char garbage[300 * 5 + 1];
+    for (int i = 0; i < 300; i++)
+        memcpy(garbage + 5 * i, "junk\n", 5);
+    char *const env[] = { "UNSTALL_LOG_MAX_LINES=10", NULL };
+    struct us_config cfg;
+    load(&cfg, NULL, env, garbage);
+    assert_int_equal(cfg.log_max_lines, 10);
+    assert_int_equal(line_count, 10);
+    for (int i = 0; i < 9; i++)
+        assert_non_null(strstr(lines[i], "\"junk\": expected key = value; line ignored"));
+    char expected[200];
+    snprintf(expected, sizeof expected,
+             "unstall[%ld]: warning: 291 more configuration warnings suppressed (option log_max_lines)",
+             (long)getpid());
+    assert_string_equal(lines[9], expected);
+
+    /* the bound from the file itself, and exactly at the bound: no summary */
+    line_count = 0;
+    load(&cfg, NULL, NULL, "log_max_lines = 3\njunk\njunk\n");
+    assert_int_equal(line_count, 2);
+    line_count = 0;
+    load(&cfg, NULL, NULL, "log_max_lines = 3\njunk\njunk\njunk\n");
+    assert_int_equal(line_count, 3);
+    assert_null(strstr(lines[2], "suppressed"));
+    line_count = 0;
+    load(&cfg, NULL, NULL, "log_max_lines = 1\njunk\njunk\n");
+    assert_int_equal(line_count, 1);
+    assert_non_null(strstr(lines[0], "2 more configuration warnings suppressed"));
+
+    /* 0: no bound */
+    char *const unbounded[] = { "UNSTALL_LOG_MAX_LINES=0", NULL };
+    line_count = 0;
+    load(&cfg, NULL, unbounded, garbage);
+    assert_int_equal(line_count, 300);
+}
+
 static void test_config_file_unknown_keys(void **state)
 {
     (void)state;
@@ -917,6 +958,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_config_file_repeated_key, setup, teardown),
         cmocka_unit_test_setup_teardown(test_config_file_bad_lines, setup, teardown),
         cmocka_unit_test_setup_teardown(test_config_file_unknown_keys, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_config_warnings_bounded_by_log_max_lines, setup, teardown),
         cmocka_unit_test_setup_teardown(test_config_env_unknown_close_match, setup, teardown),
         cmocka_unit_test_setup_teardown(test_config_env_unknown_no_match, setup, teardown),
         cmocka_unit_test_setup_teardown(test_config_env_known_and_foreign_are_quiet, setup, teardown),
