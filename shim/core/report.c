@@ -55,6 +55,37 @@ static void buf_printf(struct buf *b, const char *fmt, ...)
     b->len += (size_t)n;
 }
 
+/* Length of the well-formed UTF-8 sequence at c (1-4), or 0 if it is not
+ * one: a stray continuation byte, a sequence cut short, an overlong form, a
+ * surrogate or a code point past U+10FFFF (RFC 3629). */
+static int utf8_sequence_length(const unsigned char *c)
+{
+    if (c[0] < 0x80)
+        return 1;
+    int len;
+    unsigned min, cp;
+    if ((c[0] & 0xe0) == 0xc0) {
+        len = 2, min = 0x80, cp = c[0] & 0x1f;
+    } else if ((c[0] & 0xf0) == 0xe0) {
+        len = 3, min = 0x800, cp = c[0] & 0x0f;
+    } else if ((c[0] & 0xf8) == 0xf0) {
+        len = 4, min = 0x10000, cp = c[0] & 0x07;
+    } else {
+        return 0;
+    }
+    for (int i = 1; i < len; i++) {
+        if ((c[i] & 0xc0) != 0x80) /* the terminating NUL included */
+            return 0;
+        cp = cp << 6 | (c[i] & 0x3f);
+    }
+    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+        return 0;
+    return len;
+}
+
+/* A JSON string of s. The report must be valid UTF-8 whatever the program
+ * path or arguments hold: a byte that is not part of a well-formed UTF-8
+ * sequence is written as \ufffd (U+FFFD, the replacement character). */
 static void buf_json_string(struct buf *b, const char *s)
 {
     buf_printf(b, "\"");
@@ -66,10 +97,19 @@ static void buf_json_string(struct buf *b, const char *s)
         case '\t': buf_printf(b, "\\t"); break;
         case '\r': buf_printf(b, "\\r"); break;
         default:
-            if (*c < 0x20)
+            if (*c < 0x20) {
                 buf_printf(b, "\\u%04x", *c);
-            else
+            } else if (*c < 0x80) {
                 buf_printf(b, "%c", *c);
+            } else {
+                int len = utf8_sequence_length(c);
+                if (len == 0) {
+                    buf_printf(b, "\\ufffd");
+                } else {
+                    buf_printf(b, "%.*s", len, (const char *)c);
+                    c += len - 1;
+                }
+            }
         }
     }
     buf_printf(b, "\"");

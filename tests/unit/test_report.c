@@ -237,6 +237,27 @@ static void test_report_json(void **state)
     us_report_free(r);
 }
 
+/* Issue 8: a program path with byte 0xff made the report invalid UTF-8. */
+static void test_report_json_is_utf8(void **state)
+{
+    (void)state;
+    struct us_report *r = sample();
+    snprintf(r->program, sizeof r->program, "prog_\xffx");
+    /* kept: é, €, 𝄞; replaced: a lone continuation byte, a cut sequence, an
+     * overlong '/', a surrogate, a code point past U+10FFFF, 0xfe */
+    snprintf(r->cmdline, sizeof r->cmdline, "a\xc3\xa9 \xe2\x82\xac \xf0\x9d\x84\x9e|\x80|\xe2\x82|\xc0\xaf|\xed\xa0\x80|"
+                                            "\xf4\x90\x80\x80|\xfe|\xe2");
+    char *json = us_report_json(r);
+    assert_non_null(json);
+    assert_non_null(strstr(json, "\"program\": \"prog_\\ufffdx\","));
+    assert_non_null(strstr(json, "\"cmdline\": \"a\xc3\xa9 \xe2\x82\xac \xf0\x9d\x84\x9e|\\ufffd|\\ufffd\\ufffd|"
+                                 "\\ufffd\\ufffd|\\ufffd\\ufffd\\ufffd|\\ufffd\\ufffd\\ufffd\\ufffd|\\ufffd|\\ufffd\","));
+    for (const unsigned char *c = (const unsigned char *)json; *c != '\0'; c++)
+        assert_true(*c != 0xff && *c != 0xfe && *c != 0xc0);
+    free(json);
+    us_report_free(r);
+}
+
 static void read_small(const char *path, char *text, size_t size)
 {
     FILE *f = fopen(path, "r");
@@ -430,6 +451,7 @@ int main(void)
         cmocka_unit_test(test_report_text),
         cmocka_unit_test(test_report_text_no_cuda_seen),
         cmocka_unit_test(test_report_json),
+        cmocka_unit_test(test_report_json_is_utf8),
         cmocka_unit_test(test_report_save_new_and_regular),
         cmocka_unit_test(test_report_save_leaves_other_files_alone),
         cmocka_unit_test(test_report_save_keeps_a_richer_report_of_this_run),
