@@ -285,5 +285,35 @@ case "$?:$out" in
     *) fail launcher_unknown_profile_is_clear "$out" ;;
 esac
 
+# --help shows the usage and nothing of the script (issue 12); --version
+out=$("$launcher" --help 2>&1)
+case "$?:$out" in
+    *"set -e"*|*"here="*) fail launcher_help_is_only_usage "$out" ;;
+    0:usage:*--compare*--version*"Exit status:"*"strict_action=abort"*) pass launcher_help_is_only_usage ;;
+    *) fail launcher_help_is_only_usage "$out" ;;
+esac
+out=$("$launcher" --lib "$shim" --version 2>&1)
+case "$?:$out" in
+    "0:unstall "*"library: $shim") pass launcher_version ;;
+    *) fail launcher_version "$out" ;;
+esac
+
+# --compare: native, then under unstall, side by side (issue 15), on a
+# scenario program over the simulated runtime
+scenario=$build/scenarios/case_b_pageable_h2d
+out=$(LD_LIBRARY_PATH="$fake" "$launcher" --lib "$shim" --compare -- "$scenario" 2>"$work/compare.err")
+rc=$?
+row() { printf '%s\n' "$out" | grep "^$1" | tr -s ' '; }
+fixed=$(row "  pageable_h2d" | cut -d' ' -f4)
+if [ $rc -eq 0 ] && [ "$(row 'exit status')" = "exit status 0 0" ] && row "wall time" | grep -q "^wall time [0-9.]* m\{0,1\}s [0-9.]* m\{0,1\}s" \
+    && [ "${fixed%%/*}" -gt 0 ] 2>/dev/null && printf '%s' "$out" | grep -q "^verdict: same exit status" \
+    && grep -q "unstall --compare: native run" "$work/compare.err"; then pass launcher_compare
+else fail launcher_compare "rc=$rc fixed=$fixed: $out"; fi
+out=$(LD_LIBRARY_PATH="$fake" "$launcher" --lib "$shim" --strict --compare -- "$work/prog_copies" 2>/dev/null)
+rc=$?
+if [ $rc -eq 1 ] && [ "$(row 'exit status')" = "exit status 0 1 differs" ] && row "  pageable_h2d" | grep -q forbidden
+then pass launcher_compare_strict_differs
+else fail launcher_compare_strict_differs "rc=$rc: $out"; fi
+
 echo "shim: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
