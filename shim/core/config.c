@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -296,6 +297,40 @@ static const char *us_source_name(enum us_option_source source)
     return "?";
 }
 
+/* --- warnings, bounded by log_max_lines ---------------------------------------- */
+
+/* One load's warnings. A config file of garbage can give a warning per line:
+ * they are bounded by log_max_lines like any line of the log, the last line
+ * saying how many more there were. The bound is the loaded value itself, so
+ * a load runs twice: quietly, to learn the bound and the number of warnings,
+ * then for real. */
+struct us_load {
+    bool quiet;              /* the first pass: count, say nothing */
+    unsigned long warnings;  /* counted by the quiet pass */
+    unsigned long max;       /* log_max_lines as loaded; 0: no bound */
+    unsigned long shown, suppressed;
+};
+
+static void us_load_warn(struct us_load *load, enum us_log_level level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void us_load_warn(struct us_load *load, enum us_log_level level, const char *fmt, ...)
+{
+    if (load->quiet) {
+        load->warnings++;
+        return;
+    }
+    /* over the bound: the first max - 1 warnings, then the summary line */
+    if (load->max != 0 && load->warnings > load->max && load->shown + 1 >= load->max) {
+        load->suppressed++;
+        return;
+    }
+    load->shown++;
+    va_list ap;
+    va_start(ap, fmt);
+    us_vlog(level, fmt, ap);
+    va_end(ap);
+}
+
 /* --- applying one value ------------------------------------------------------- */
 
 enum us_parse_result { US_PARSE_OK, US_PARSE_BAD, US_PARSE_OUT_OF_RANGE };
@@ -383,7 +418,7 @@ static void us_env_name(const char *option, char *out, size_t out_size)
     out[n] = '\0';
 }
 
-static void us_apply(struct us_config *out, enum us_option_source *sources, size_t index,
+static void us_apply(struct us_load *load, struct us_config *out, enum us_option_source *sources, size_t index,
                      const char *text, size_t len, const struct us_origin *origin)
 {
     const struct us_option_info *opt = &us_options[index];
@@ -400,9 +435,9 @@ static void us_apply(struct us_config *out, enum us_option_source *sources, size
     if (origin->source == US_SRC_ENV) {
         char key[US_NAME_MAX + US_ENV_PREFIX_LEN];
         us_env_name(opt->name, key, sizeof key);
-        us_log(US_LOG_WARN, "%s=%s: %s; keeping %s", key, shown, why, kept);
+        us_load_warn(load, US_LOG_WARN, "%s=%s: %s; keeping %s", key, shown, why, kept);
     } else {
-        us_log(US_LOG_WARN, "%s:%u: %s=%s: %s; keeping %s", origin->file_name, origin->line, opt->name,
+        us_load_warn(load, US_LOG_WARN, "%s:%u: %s=%s: %s; keeping %s", origin->file_name, origin->line, opt->name,
                shown, why, kept);
     }
 }
@@ -487,7 +522,7 @@ static const char *us_removed_why(const char *name, size_t len, const char **rem
 
 /* --- the sources ---------------------------------------------------------------- */
 
-static void us_load_environment(struct us_config *out, enum us_option_source *sources,
+static void us_load_environment(struct us_load *load, struct us_config *out, enum us_option_source *sources,
                                 char *const *environ_vars)
 {
     const struct us_origin origin = { US_SRC_ENV, NULL, 0 };
@@ -500,7 +535,7 @@ static void us_load_environment(struct us_config *out, enum us_option_source *so
         size_t name_len = (size_t)(eq - name);
         int index = us_find_option(name, name_len, true);
         if (index >= 0) {
-            us_apply(out, sources, (size_t)index, eq + 1, strlen(eq + 1), &origin);
+            us_apply(load, out, sources, (size_t)index, eq + 1, strlen(eq + 1), &origin);
             continue;
         }
         if (us_is_known_var(var, (size_t)(eq - var)))
@@ -514,11 +549,11 @@ static void us_load_environment(struct us_config *out, enum us_option_source *so
         }
         int match = us_close_match(name, name_len);
         if (match < 0) {
-            us_log(US_LOG_WARN, "%s: unknown variable, ignored", shown);
+            us_load_warn(load, US_LOG_WARN, "%s: unknown variable, ignored", shown);
         } else {
             char suggestion[US_NAME_MAX + US_ENV_PREFIX_LEN];
             us_env_name(us_options[match].name, suggestion, sizeof suggestion);
-            us_log(US_LOG_WARN, "%s: unknown variable, ignored; did you mean %s?", shown, suggestion);
+            us_load_warn(load, US_LOG_WARN, "%s: unknown variable, ignored; did you mean %s?", shown, suggestion);
         }
     }
 }
@@ -527,7 +562,7 @@ static bool us_is_blank(char c) { return c == ' ' || c == '\t' || c == '\r'; }
 
 /* Lines of "key = value", "# comment" and blanks; a '#' after a blank ends
  * the value, so that "chunk_bytes = 8m  # big" reads 8m. */
-static void us_load_file(struct us_config *out, enum us_option_source *sources, const char *text,
+static void us_load_file(struct us_load *load, struct us_config *out, enum us_option_source *sources, const char *text,
                          const char *file_name)
 {
     struct us_origin origin = { US_SRC_FILE, file_name != NULL ? file_name : "config file", 0 };
@@ -556,7 +591,7 @@ static void us_load_file(struct us_config *out, enum us_option_source *sources, 
         if (eq == NULL || key_end == p) {
             char shown[US_SHOWN_MAX + 8];
             us_format_shown(p, (size_t)(e - p), shown, sizeof shown);
-            us_log(US_LOG_WARN, "%s:%u: %s: expected key = value; line ignored", origin.file_name,
+            us_load_warn(load, US_LOG_WARN, "%s:%u: %s: expected key = value; line ignored", origin.file_name,
                    origin.line, shown);
             continue;
         }
@@ -572,7 +607,7 @@ static void us_load_file(struct us_config *out, enum us_option_source *sources, 
         size_t key_len = (size_t)(key_end - p);
         int index = us_find_option(p, key_len, false);
         if (index >= 0) {
-            us_apply(out, sources, (size_t)index, value, (size_t)(value_end - value), &origin);
+            us_apply(load, out, sources, (size_t)index, value, (size_t)(value_end - value), &origin);
             continue;
         }
         /* "UNSTALL_SLOTS = 4" in a file: suggest the file's spelling */
@@ -592,29 +627,42 @@ static void us_load_file(struct us_config *out, enum us_option_source *sources, 
         }
         int match = us_close_match(name, name_len);
         if (match < 0)
-            us_log(US_LOG_WARN, "%s:%u: unknown key %s, ignored", origin.file_name, origin.line, shown);
+            us_load_warn(load, US_LOG_WARN, "%s:%u: unknown key %s, ignored", origin.file_name, origin.line, shown);
         else
-            us_log(US_LOG_WARN, "%s:%u: unknown key %s, ignored; did you mean %s?", origin.file_name,
+            us_load_warn(load, US_LOG_WARN, "%s:%u: unknown key %s, ignored; did you mean %s?", origin.file_name,
                    origin.line, shown, us_options[match].name);
     }
 }
 
-void us_config_load(struct us_config *out, enum us_option_source *sources,
-                    char *const *environ_vars, const char *file_text, const char *file_name)
+static void us_config_load_pass(struct us_load *load, struct us_config *out, enum us_option_source *sources,
+                                char *const *environ_vars, const char *file_text, const char *file_name)
 {
     memset(out, 0, sizeof *out);
     for (size_t i = 0; i < us_option_count; i++) {
         const char *def = us_options[i].default_text;
         /* a table bug, caught by test_config; say so rather than guess */
         if (us_parse_option(i, def, strlen(def), out) != US_PARSE_OK)
-            us_log(US_LOG_ERROR, "options.def: option %s: bad default \"%s\"", us_options[i].name, def);
+            us_load_warn(load, US_LOG_ERROR, "options.def: option %s: bad default \"%s\"", us_options[i].name, def);
         if (sources != NULL)
             sources[i] = US_SRC_DEFAULT;
     }
     if (file_text != NULL)
-        us_load_file(out, sources, file_text, file_name);
+        us_load_file(load, out, sources, file_text, file_name);
     if (environ_vars != NULL)
-        us_load_environment(out, sources, environ_vars);
+        us_load_environment(load, out, sources, environ_vars);
+}
+
+void us_config_load(struct us_config *out, enum us_option_source *sources,
+                    char *const *environ_vars, const char *file_text, const char *file_name)
+{
+    struct us_load load = { .quiet = true };
+    us_config_load_pass(&load, out, NULL, environ_vars, file_text, file_name);
+    load.quiet = false;
+    load.max = out->log_max_lines;
+    us_config_load_pass(&load, out, sources, environ_vars, file_text, file_name);
+    if (load.suppressed > 0)
+        us_log(US_LOG_WARN, "%lu more configuration warning%s suppressed (option log_max_lines)", load.suppressed,
+               load.suppressed == 1 ? "" : "s");
 }
 
 /* --- the process's configuration ------------------------------------------------- */
@@ -633,7 +681,9 @@ static char *us_read_file(const char *path)
     char *text = NULL;
     int err = 0;
     struct stat st;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: opening a FIFO must not wait for a writer; only a regular
+     * file is read, and that one in blocking mode again */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) {
         err = errno;
         goto fail_open;
@@ -644,6 +694,11 @@ static char *us_read_file(const char *path)
     }
     if (!S_ISREG(st.st_mode)) {
         why = "not a regular file";
+        goto fail_read;
+    }
+    int flags = fcntl(fd, F_GETFL);
+    if (flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
+        err = errno;
         goto fail_read;
     }
     if ((unsigned long long)st.st_size > US_CONFIG_FILE_MAX) {
@@ -734,20 +789,30 @@ void us_config_set(const struct us_config *cfg)
     us_process_config = *cfg;
 }
 
-/* --- rank ---------------------------------------------------------------------------- */
+/* --- rank and host, for %r and %h in paths ---------------------------------------- */
+
+/* Launchers name the process's place in the job in these variables; the
+ * first that holds a decimal number wins. Global ranks come first, in the
+ * order a nested launch sets them (torchrun's RANK inside an srun or mpirun
+ * step is the worker's own); LOCAL_RANK, which repeats on every node, is the
+ * last resort (add %h to the path where several nodes share a file system). */
+static const char *const us_rank_vars[] = {
+    "RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "LOCAL_RANK",
+};
 
 static char us_rank_text[16];
+static const char *us_rank_var;
 static pthread_once_t us_rank_once = PTHREAD_ONCE_INIT;
 
 /* Only a number: the text goes into file names. */
 static void us_read_rank(void)
 {
-    static const char *const vars[] = { "RANK", "LOCAL_RANK" };
-    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
-        const char *v = getenv(vars[i]);
+    for (size_t i = 0; i < sizeof us_rank_vars / sizeof us_rank_vars[0]; i++) {
+        const char *v = getenv(us_rank_vars[i]);
         unsigned rank;
         if (v != NULL && us_parse_uint(v, &rank)) {
             snprintf(us_rank_text, sizeof us_rank_text, "%u", rank);
+            us_rank_var = us_rank_vars[i];
             return;
         }
     }
@@ -757,4 +822,38 @@ const char *us_config_rank(void)
 {
     pthread_once(&us_rank_once, us_read_rank);
     return us_rank_text[0] != '\0' ? us_rank_text : NULL;
+}
+
+const char *us_config_rank_source(void)
+{
+    pthread_once(&us_rank_once, us_read_rank);
+    return us_rank_var;
+}
+
+static char us_host_text[US_CONFIG_HOST_MAX];
+static pthread_once_t us_host_once = PTHREAD_ONCE_INIT;
+
+/* The name goes into file names: letters, digits, '.', '-' and '_' are kept,
+ * anything else (a '/' above all) becomes '_'. */
+static void us_read_host(void)
+{
+    char name[256];
+    if (gethostname(name, sizeof name) != 0 || name[0] == '\0')
+        snprintf(name, sizeof name, "unknown-host");
+    name[sizeof name - 1] = '\0';
+    size_t n = 0;
+    for (const char *c = name; *c != '\0' && n + 1 < sizeof us_host_text; c++) {
+        bool safe = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || us_is_digit((unsigned char)*c) ||
+                    *c == '.' || *c == '-' || *c == '_';
+        us_host_text[n++] = safe ? *c : '_';
+    }
+    us_host_text[n] = '\0';
+    if (strcmp(us_host_text, ".") == 0 || strcmp(us_host_text, "..") == 0)
+        us_host_text[0] = '_';
+}
+
+const char *us_config_host(void)
+{
+    pthread_once(&us_host_once, us_read_host);
+    return us_host_text;
 }

@@ -57,9 +57,18 @@ const struct us_config *us_config(void);
  * must not wait for the load it is part of (it goes to stderr instead). */
 bool us_config_loading(void);
 
-/* The process's rank for %r in paths: RANK, else LOCAL_RANK, from the
- * environment when it is a decimal number; NULL if neither is. */
+/* The process's rank for %r in paths and the report: the first of RANK,
+ * SLURM_PROCID, OMPI_COMM_WORLD_RANK, PMI_RANK, PMIX_RANK and, last,
+ * LOCAL_RANK that holds a decimal number; NULL if none does. */
 const char *us_config_rank(void);
+
+/* The variable the rank came from ("SLURM_PROCID"), NULL without a rank. */
+const char *us_config_rank_source(void);
+
+/* The host name for %h in paths and the report (gethostname), with any
+ * character other than letters, digits, '.', '-' and '_' made '_'. */
+#define US_CONFIG_HOST_MAX 64
+const char *us_config_host(void);
 
 /* Where each option's value came from (for the verbose dump). */
 enum us_option_source us_config_source(size_t option_index);

@@ -495,6 +495,8 @@ struct us_report *us_findings_collect(void)
     read_text_file("/proc/self/cmdline", r->cmdline, sizeof r->cmdline, true);
     const char *rank = us_config_rank();
     snprintf(r->rank, sizeof r->rank, "%s", rank != NULL ? rank : "");
+    r->rank_source = us_config_rank_source();
+    snprintf(r->host, sizeof r->host, "%s", us_config_host());
     r->mode = mode_name(us_config()->mode);
     r->hooked = __atomic_load_n((int *)&us_state_hooked, __ATOMIC_RELAXED) != 0;
     r->origin_mono_ns = origin_mono_ns;
@@ -561,17 +563,21 @@ void us_findings_report(void)
         return;
     }
     if (cfg->report[0] != '\0') {
-        char path[sizeof r->json_path];
+        char path[sizeof r->json_path], not_written[512];
         char *json = NULL;
         const char *why = NULL;
-        if (!us_expand_path(cfg->report, us_config_rank(), path, sizeof path))
+        enum us_report_save_result saved = US_REPORT_FAILED;
+        if (!us_expand_path(cfg->report, us_config_rank(), us_config_host(), path, sizeof path))
             why = "the expanded path is too long";
         else if ((json = us_report_json(r)) == NULL)
             why = "out of memory";
-        else if (!us_report_write_file(path, json))
+        else if ((saved = us_report_save(path, json, us_report_content_of(r), r->origin_real_ns, not_written,
+                                         sizeof not_written)) == US_REPORT_FAILED)
             why = strerror(errno);
-        if (why == NULL)
+        if (saved == US_REPORT_SAVED)
             snprintf(r->json_path, sizeof r->json_path, "%s", path);
+        else if (why == NULL)
+            us_log(US_LOG_WARN, "report: not written to \"%s\": %s", path, not_written);
         else
             us_log(US_LOG_WARN, "report: cannot write \"%s\" (%s)", cfg->report, why);
         free(json);

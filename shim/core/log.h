@@ -7,7 +7,11 @@
  * guard drops messages logged while a message is being written. Messages
  * logged while the configuration loads (its warnings) go to stderr at level
  * warn and above. Option verbose lets info messages through whatever
- * log_level says; option disable silences everything. */
+ * log_level says; option disable silences everything. A log file is opened
+ * non-blocking (a FIFO without a reader: one warning, then stderr) and a line
+ * that would block is dropped and counted, never waited for (the report at
+ * exit waits up to half a second); SIGPIPE is held back around writes to a
+ * pipe. */
 #ifndef UNSTALL_LOG_H
 #define UNSTALL_LOG_H
 
@@ -30,6 +34,11 @@ void us_vlog(enum us_log_level level, const char *fmt, va_list ap);
  * toward log_max_lines. A sink gets it unchanged, at level US_LOG_INFO. */
 void us_log_raw(const char *text);
 
+/* At exit, after the report: if lines were dropped because the destination
+ * would have blocked (a full pipe) or lost its reader, say how many, on the
+ * destination or else on stderr. Never blocks. */
+void us_log_at_exit(void);
+
 /* Tests: capture every line (prefixed, without its newline) into a callback
  * instead of the destination; NULL restores the destination. Either way the
  * log starts afresh: the line count restarts and the destination is opened
@@ -37,8 +46,11 @@ void us_log_raw(const char *text);
 typedef void (*us_log_sink)(enum us_log_level level, const char *line, void *arg);
 void us_log_set_sink(us_log_sink sink, void *arg);
 
-/* Expand %p (pid) and %r (RANK, else LOCAL_RANK, else 0) in a path template.
- * rank_text may be NULL (then "0"). Returns false if it does not fit. */
-bool us_expand_path(const char *templ, const char *rank_text, char *out, unsigned out_size);
+/* Expand a path template: %p the pid, %r rank_text (us_config_rank; NULL:
+ * "norank"), %h host_text (us_config_host), %% a '%'; anything else as
+ * written. Returns false, out "", if it does not fit. */
+#define US_PATH_NO_RANK "norank"
+bool us_expand_path(const char *templ, const char *rank_text, const char *host_text, char *out,
+                    unsigned out_size);
 
 #endif

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -54,6 +55,37 @@ static void buf_printf(struct buf *b, const char *fmt, ...)
     b->len += (size_t)n;
 }
 
+/* Length of the well-formed UTF-8 sequence at c (1-4), or 0 if it is not
+ * one: a stray continuation byte, a sequence cut short, an overlong form, a
+ * surrogate or a code point past U+10FFFF (RFC 3629). */
+static int utf8_sequence_length(const unsigned char *c)
+{
+    if (c[0] < 0x80)
+        return 1;
+    int len;
+    unsigned min, cp;
+    if ((c[0] & 0xe0) == 0xc0) {
+        len = 2, min = 0x80, cp = c[0] & 0x1f;
+    } else if ((c[0] & 0xf0) == 0xe0) {
+        len = 3, min = 0x800, cp = c[0] & 0x0f;
+    } else if ((c[0] & 0xf8) == 0xf0) {
+        len = 4, min = 0x10000, cp = c[0] & 0x07;
+    } else {
+        return 0;
+    }
+    for (int i = 1; i < len; i++) {
+        if ((c[i] & 0xc0) != 0x80) /* the terminating NUL included */
+            return 0;
+        cp = cp << 6 | (c[i] & 0x3f);
+    }
+    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+        return 0;
+    return len;
+}
+
+/* A JSON string of s. The report must be valid UTF-8 whatever the program
+ * path or arguments hold: a byte that is not part of a well-formed UTF-8
+ * sequence is written as \ufffd (U+FFFD, the replacement character). */
 static void buf_json_string(struct buf *b, const char *s)
 {
     buf_printf(b, "\"");
@@ -65,10 +97,19 @@ static void buf_json_string(struct buf *b, const char *s)
         case '\t': buf_printf(b, "\\t"); break;
         case '\r': buf_printf(b, "\\r"); break;
         default:
-            if (*c < 0x20)
+            if (*c < 0x20) {
                 buf_printf(b, "\\u%04x", *c);
-            else
+            } else if (*c < 0x80) {
                 buf_printf(b, "%c", *c);
+            } else {
+                int len = utf8_sequence_length(c);
+                if (len == 0) {
+                    buf_printf(b, "\\ufffd");
+                } else {
+                    buf_printf(b, "%.*s", len, (const char *)c);
+                    c += len - 1;
+                }
+            }
         }
     }
     buf_printf(b, "\"");
@@ -203,9 +244,11 @@ char *us_report_text(const struct us_report *r, unsigned top)
     char pre[40], held[32], amount[32], max[32];
     snprintf(pre, sizeof pre, "unstall[%ld]: ", r->pid);
     const char *who = r->cmdline[0] != '\0' ? r->cmdline : r->program;
-    char rank[32] = "";
+    char rank[128] = "";
     if (r->rank[0] != '\0')
         snprintf(rank, sizeof rank, ", rank %s", r->rank);
+    if (r->host[0] != '\0')
+        snprintf(rank + strlen(rank), sizeof rank - strlen(rank), ", host %s", r->host);
     uint64_t ran = r->now_mono_ns > r->origin_mono_ns ? r->now_mono_ns - r->origin_mono_ns : 0;
     buf_printf(&b, "%s---- unstall report: %s (pid %ld%s), mode %s, ran %s ----\n", pre, who, r->pid, rank,
                r->mode != NULL ? r->mode : "?", us_report_time(ran, held, sizeof held));
@@ -331,6 +374,13 @@ char *us_report_json(const struct us_report *r)
         buf_printf(&b, "%ld", strtol(r->rank, NULL, 10));
     else
         buf_printf(&b, "null");
+    buf_printf(&b, ",\n  \"rank_from\": ");
+    if (r->rank[0] != '\0' && r->rank_source != NULL)
+        buf_json_string(&b, r->rank_source);
+    else
+        buf_printf(&b, "null");
+    buf_printf(&b, ",\n  \"host\": ");
+    buf_json_string(&b, r->host);
     buf_printf(&b, ",\n  \"program\": ");
     buf_json_string(&b, r->program);
     buf_printf(&b, ",\n  \"cmdline\": ");
@@ -411,15 +461,74 @@ char *us_report_json(const struct us_report *r)
 
 /* --- the file -------------------------------------------------------------------------- */
 
-bool us_report_write_file(const char *path, const char *text)
+enum us_report_content us_report_content_of(const struct us_report *r)
 {
-    char tmp[4200];
-    int n = snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    if (n < 0 || (size_t)n >= sizeof tmp) {
+    if (r->row_count > 0)
+        return US_REPORT_HAS_FINDINGS;
+    return r->hooked ? US_REPORT_NO_FINDINGS : US_REPORT_SAW_NOTHING;
+}
+
+static const char *file_kind(mode_t mode)
+{
+    if (S_ISLNK(mode)) return "a symbolic link";
+    if (S_ISFIFO(mode)) return "a FIFO";
+    if (S_ISCHR(mode)) return "a character device";
+    if (S_ISBLK(mode)) return "a block device";
+    if (S_ISDIR(mode)) return "a directory";
+    if (S_ISSOCK(mode)) return "a socket";
+    return "not a regular file";
+}
+
+/* What the unstall report at path holds, and its pid. Opened without
+ * following a link and without blocking, then checked to be a regular file
+ * (it could have changed since the caller looked). A file that is not an
+ * unstall report holds nothing worth keeping. */
+static enum us_report_content existing_content(const char *path, long *pid)
+{
+    static const size_t head_max = 64 * 1024; /* the findings key comes after a few KiB */
+    *pid = 0;
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+        return US_REPORT_SAW_NOTHING;
+    struct stat st;
+    char *head = NULL;
+    size_t got = 0;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (head = malloc(head_max + 1)) != NULL) {
+        ssize_t n;
+        while (got < head_max && ((n = read(fd, head + got, head_max - got)) > 0 || (n < 0 && errno == EINTR)))
+            got += n > 0 ? (size_t)n : 0;
+        head[got] = '\0';
+    }
+    close(fd);
+    enum us_report_content content = US_REPORT_SAW_NOTHING;
+    /* the keys as us_report_json writes them; inside a JSON string a quote
+     * is escaped, so these cannot match a string's contents */
+    if (head != NULL && strstr(head, "\n  \"tool\": \"unstall\",\n") != NULL) {
+        const char *p = strstr(head, "\n  \"pid\": ");
+        if (p != NULL)
+            *pid = strtol(p + 10, NULL, 10);
+        const char *findings = strstr(head, "\n  \"findings\": [");
+        if (findings != NULL && findings[16] != ']')
+            content = US_REPORT_HAS_FINDINGS;
+        else if (strstr(head, "\n  \"hooked\": true,") != NULL)
+            content = US_REPORT_NO_FINDINGS;
+    }
+    free(head);
+    return content;
+}
+
+/* The text into a new file beside path; its name into tmp. */
+static bool write_temporary(const char *path, const char *text, char *tmp, size_t tmp_size)
+{
+    int n = snprintf(tmp, tmp_size, "%s.tmp.%ld", path, (long)getpid());
+    if (n < 0 || (size_t)n >= tmp_size) {
         errno = ENAMETOOLONG;
         return false;
     }
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    /* O_EXCL: never through a link or into a file someone left there */
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0 && errno == EEXIST && unlink(tmp) == 0) /* a stale one of a reused pid */
+        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd < 0)
         return false;
     size_t len = strlen(text);
@@ -436,8 +545,6 @@ bool us_report_write_file(const char *path, const char *text)
     }
     if (close(fd) != 0)
         goto remove_tmp;
-    if (rename(tmp, path) != 0)
-        goto remove_tmp;
     return true;
 
 close_tmp:
@@ -451,4 +558,68 @@ remove_tmp:
     unlink(tmp);
     errno = saved;
     return false;
+}
+
+/* tmp to path where nothing is at path: fails with EEXIST if something came. */
+static int rename_no_replace(const char *tmp, const char *path)
+{
+    if (renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_NOREPLACE) == 0)
+        return 0;
+    if (errno != EINVAL && errno != ENOSYS)
+        return -1;
+    /* a file system without RENAME_NOREPLACE: link(2) does not replace either */
+    if (link(tmp, path) == 0) {
+        unlink(tmp);
+        return 0;
+    }
+    if (errno != EPERM && errno != ENOTSUP)
+        return -1;
+    return rename(tmp, path); /* no hard links (vfat): the last resort */
+}
+
+enum us_report_save_result us_report_save(const char *path, const char *text, enum us_report_content content,
+                                          uint64_t started_real_ns, char *why, size_t why_size)
+{
+    char tmp[4200];
+    why[0] = '\0';
+    for (int attempt = 0; attempt < 2; attempt++) {
+        struct stat st;
+        bool exists = lstat(path, &st) == 0;
+        if (!exists && errno != ENOENT)
+            return US_REPORT_FAILED;
+        if (exists && !S_ISREG(st.st_mode)) {
+            snprintf(why, why_size, "it is %s; unstall writes its report only to a regular file or a new one",
+                     file_kind(st.st_mode));
+            return US_REPORT_NOT_REGULAR;
+        }
+        uint64_t modified_ns = exists ? (uint64_t)st.st_mtim.tv_sec * 1000000000u + (uint64_t)st.st_mtim.tv_nsec : 0;
+        if (exists && content < US_REPORT_HAS_FINDINGS && modified_ns >= started_real_ns) {
+            /* written while this process ran: another process of the same
+             * job under the same name (a launcher and its rank 0) */
+            long pid;
+            enum us_report_content there = existing_content(path, &pid);
+            if (there > content) {
+                snprintf(why, why_size, "it holds the report of pid %ld, written while this process ran, with %s; "
+                         "this process saw %s", pid, there == US_REPORT_HAS_FINDINGS ? "findings" : "CUDA calls",
+                         content == US_REPORT_SAW_NOTHING ? "no CUDA call" : "no finding");
+                return US_REPORT_KEPT_OTHER;
+            }
+        }
+        if (!write_temporary(path, text, tmp, sizeof tmp))
+            return US_REPORT_FAILED;
+        /* a regular file is replaced in one step (rename does not follow a
+         * link at path; a FIFO put there since lstat would be replaced, a race
+         * only someone who can write the directory can run); where there was
+         * nothing, nothing that appears meanwhile is replaced */
+        if ((exists ? rename(tmp, path) : rename_no_replace(tmp, path)) == 0)
+            return US_REPORT_SAVED;
+        int saved = errno;
+        unlink(tmp);
+        errno = saved;
+        if (exists || errno != EEXIST)
+            return US_REPORT_FAILED;
+        /* something appeared at path: look again */
+    }
+    errno = EEXIST;
+    return US_REPORT_FAILED;
 }

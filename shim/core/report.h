@@ -55,7 +55,9 @@ struct us_report {
     long pid;
     char program[64];     /* /proc/self/comm */
     char cmdline[256];    /* the command line, arguments joined, shortened */
-    char rank[16];        /* "" when RANK and LOCAL_RANK are unset */
+    char rank[16];        /* "" when no rank variable is set (us_config_rank) */
+    const char *rank_source; /* the variable it came from, NULL without a rank */
+    char host[64];        /* us_config_host() */
     const char *mode;     /* "report", "warn", "strict" */
     bool hooked;          /* any CUDA runtime call reached the shim */
     uint64_t origin_mono_ns, origin_real_ns; /* one instant on both clocks */
@@ -82,9 +84,30 @@ char *us_report_text(const struct us_report *r, unsigned top);
 /* The JSON report (docs/findings.md). NULL when memory is short. */
 char *us_report_json(const struct us_report *r);
 
-/* Write text to path atomically (a temporary file beside it, then rename).
- * False with errno set on failure. */
-bool us_report_write_file(const char *path, const char *text);
+/* What a report holds, in the order in which one may replace another. */
+enum us_report_content {
+    US_REPORT_SAW_NOTHING,  /* no CUDA runtime call reached the shim */
+    US_REPORT_NO_FINDINGS,  /* CUDA calls, no finding */
+    US_REPORT_HAS_FINDINGS,
+};
+enum us_report_content us_report_content_of(const struct us_report *r);
+
+enum us_report_save_result {
+    US_REPORT_SAVED,
+    US_REPORT_NOT_REGULAR, /* path is a link, FIFO, device, directory or socket: left alone */
+    US_REPORT_KEPT_OTHER,  /* path holds a report with more in it, written while this process ran */
+    US_REPORT_FAILED,      /* errno says why */
+};
+
+/* Save text as the report at path. Only a regular file or a new one is
+ * written, atomically (a new temporary file beside it, then rename); anything
+ * else at path is left alone. A report with less in it (content) does not
+ * replace one with more that was written after started_real_ns (the process's
+ * start, CLOCK_REALTIME): the launcher's own process under a rank's name. An
+ * older report, from an earlier run, is always replaced. Except when saved,
+ * why says what happened in words for the log (NOT_REGULAR, KEPT_OTHER). */
+enum us_report_save_result us_report_save(const char *path, const char *text, enum us_report_content content,
+                                          uint64_t started_real_ns, char *why, size_t why_size);
 
 /* Byte and time amounts for people: "64.0 MiB", "512 B"; "12.3 ms", "1.23 s". */
 char *us_report_bytes(uint64_t bytes, char *out, size_t size);

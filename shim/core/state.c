@@ -62,5 +62,6 @@ __attribute__((destructor)) static void report_at_exit(void)
         return;
     us_state_depth++;
     us_findings_report();
+    us_log_at_exit();
     us_state_depth--;
 }

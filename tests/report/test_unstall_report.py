@@ -210,6 +210,63 @@ class TraceTest(unittest.TestCase):
         self.assertIn("(other sites)", sites)
 
 
+def multi_host_reports():
+    """node-a ranks 0 and 1, node-b rank 0 (LOCAL_RANK repeats across hosts)."""
+    a0, a1, b0 = fixture("rank0.json"), fixture("rank1.json"), fixture("rank0.json")
+    a0["host"] = a1["host"] = "node-a"
+    b0["host"], b0["pid"], b0["_file"] = "node-b", 3000, "b0.json"
+    return [b0, a1, a0]
+
+
+class HostTest(unittest.TestCase):
+    """Issue 15: reports of a job over several nodes, grouped by host and rank."""
+
+    def test_rows_count_per_host_and_rank(self):
+        rows, _ = ur.merge(multi_host_reports())
+        d2h = [r for r in rows if r["rule"] == "pageable_d2h" and not r["other"]][0]
+        self.assertEqual(list(d2h["ranks"].items()), [("node-a/0", 3), ("node-a/1", 2), ("node-b/0", 3)])
+
+    def test_one_host_keeps_plain_ranks(self):
+        reports = multi_host_reports()[1:]
+        rows, _ = ur.merge(reports)
+        d2h = [r for r in rows if r["rule"] == "pageable_d2h" and not r["other"]][0]
+        self.assertEqual(d2h["ranks"], {"0": 3, "1": 2})
+
+    def test_text_by_host_and_rank(self):
+        text = ur.render_text(multi_host_reports())
+        self.assertIn("---- unstall report: 3 processes (2 hosts: node-a ranks 0-1; node-b rank 0), ", text)
+        self.assertIn("        ranks: node-a/0:3 node-a/1:2 node-b/0:3", text)
+        lines = text.splitlines()
+        start = lines.index("by host and rank:")
+        table = [l.split()[:4] for l in lines[start + 2:start + 5]]
+        self.assertEqual(table, [["node-a", "0", "1000", "5"], ["node-a", "1", "1000", "7"],
+                                 ["node-b", "0", "3000", "5"]])
+
+    def test_merged_json_processes(self):
+        merged = ur.merged_json(multi_host_reports())
+        self.assertEqual([(p["host"], p["rank"], p["pid"]) for p in merged["processes"]],
+                         [("node-a", 0, 1000), ("node-a", 1, 1000), ("node-b", 0, 3000)])
+        self.assertEqual(merged["processes"][0]["count"], 5)
+
+    def test_trace_names_the_host(self):
+        trace = ur.render_trace(multi_host_reports())
+        names = [e["args"]["name"] for e in trace["traceEvents"] if e["name"] == "process_name"]
+        self.assertEqual(names[2], "node-b rank 0: python3 train.py (pid 3000)")
+
+    def test_command_line(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            paths = []
+            for i, r in enumerate(multi_host_reports()):
+                path = os.path.join(tmp, f"r{i}.json")
+                with open(path, "w", encoding="utf-8") as f:
+                    json.dump({k: v for k, v in r.items() if k != "_file"}, f)
+                paths.append(path)
+            p = run_tool(*paths)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("node-b rank 0", p.stdout)
+        self.assertIn("by host and rank:", p.stdout)
+
+
 class CommandLineTest(unittest.TestCase):
     def test_text(self):
         p = run_tool(os.path.join(FIX, "rank0.json"), os.path.join(FIX, "rank1.json"))

@@ -27,6 +27,9 @@ cc_prog "$work/prog_mini" "$here/prog_mini.c" -L"$work/mini" -lcudart -ldl
 cc_prog "$work/lib_user.so" -shared -fPIC "$here/lib_user.c" -L"$fake" -lcudart
 cc_prog "$work/prog_dlopen" "$here/prog_dlopen.c" -ldl
 cc_prog "$work/prog_fork" "$here/prog_fork.c" -L"$fake" -lcudart
+cc_prog "$work/prog_nocuda" "$here/prog_nocuda.c" -ldl
+mkdir -p "$work/driver"
+cc_prog "$work/driver/libcuda.so.1" -shared -fPIC "$here/fake_libcuda.c" -Wl,-soname,libcuda.so.1
 
 run_fake() { LD_LIBRARY_PATH="$fake" "$@"; }
 with_shim() { LD_LIBRARY_PATH="$fake" LD_PRELOAD="$shim" "$@"; }
@@ -100,6 +103,170 @@ if [ $? -eq 0 ]; then pass strict_allow_list_silences; else fail strict_allow_li
 out=$(UNSTALL_MODE=strict UNSTALL_ALLOW='*@*prog_copies*' with_shim "$work/prog_copies" 2>&1)
 if [ $? -eq 0 ]; then pass strict_allow_by_call_site; else fail strict_allow_by_call_site "$out"; fi
 
+# --- reports and logs under launchers (issues 8 and 15) ----------------------
+# Each run starts without any launcher's rank variable, then sets its own.
+norank() { env -u RANK -u LOCAL_RANK -u SLURM_PROCID -u OMPI_COMM_WORLD_RANK -u PMI_RANK -u PMIX_RANK "$@"; }
+json_field() { # file, python expression on the report r
+    python3 -c "import json,sys; r=json.load(open(sys.argv[1], encoding='utf-8')); print($2)" "$1" 2>&1
+}
+host=$(python3 -c "import socket; print(socket.gethostname())")
+rm -rf "$work/ranks"; mkdir -p "$work/ranks"
+rank_case() { # name, expected %r, expected rank_from, VAR=value...
+    name=$1 want=$2 from=$3; shift 3
+    out=$(norank "$@" UNSTALL_REPORT="$work/ranks/%h-%r.json" LD_LIBRARY_PATH="$fake" LD_PRELOAD="$shim" \
+        "$work/prog_copies" 2>&1)
+    file="$work/ranks/$host-$want.json"
+    got=$(json_field "$file" '"%s %s %s" % (r["rank"], r["rank_from"], r["host"])')
+    rank=$want; [ "$want" = norank ] && rank=None
+    if [ "$got" = "$rank $from $host" ]; then pass "rank_$name"
+    else fail "rank_$name" "want $file with rank $rank from $from: $got; $(ls "$work/ranks"); $out"; fi
+    rm -f "$work/ranks"/*
+}
+rank_case rank_first 3 RANK RANK=3 SLURM_PROCID=9 LOCAL_RANK=1
+rank_case slurm 5 SLURM_PROCID SLURM_PROCID=5 LOCAL_RANK=1
+rank_case openmpi 6 OMPI_COMM_WORLD_RANK OMPI_COMM_WORLD_RANK=6 LOCAL_RANK=0
+rank_case pmi 7 PMI_RANK PMI_RANK=7
+rank_case pmix 8 PMIX_RANK PMIX_RANK=8 LOCAL_RANK=0
+rank_case local_rank_last 2 LOCAL_RANK LOCAL_RANK=2
+rank_case none_is_norank norank None
+
+# torchrun's own process: no rank, libcuda loaded, no CUDA call, exits last.
+# It must neither take rank 0's name nor empty rank 0's report.
+rm -f "$work/ranks"/* "$work/ranks.go"
+norank UNSTALL_REPORT="$work/ranks/r-%r.json" LD_PRELOAD="$shim" \
+    "$work/prog_nocuda" "$work/driver/libcuda.so.1" "$work/ranks.go" >/dev/null 2>&1 &
+agent=$!
+norank RANK=0 UNSTALL_REPORT="$work/ranks/r-%r.json" LD_LIBRARY_PATH="$fake" LD_PRELOAD="$shim" \
+    "$work/prog_copies" >/dev/null 2>&1
+touch "$work/ranks.go"; wait $agent
+got=$(json_field "$work/ranks/r-0.json" 'len(r["findings"])')
+agent_hooked=$(json_field "$work/ranks/r-norank.json" 'r["hooked"]')
+if [ "$got" -gt 0 ] 2>/dev/null && [ "$agent_hooked" = False ]; then pass launcher_process_keeps_its_own_name
+else fail launcher_process_keeps_its_own_name "rank 0 findings: $got; agent: $agent_hooked; $(ls "$work/ranks")"; fi
+
+# The same with a rank (srun -> torchrun: the agent has SLURM_PROCID=0): a
+# report that saw nothing does not replace one with findings written meanwhile...
+rm -f "$work/ranks"/* "$work/ranks.go"
+norank SLURM_PROCID=0 UNSTALL_REPORT="$work/ranks/r-%r.json" LD_PRELOAD="$shim" \
+    "$work/prog_nocuda" "$work/driver/libcuda.so.1" "$work/ranks.go" >"$work/agent.out" 2>&1 &
+agent=$!
+norank RANK=0 UNSTALL_REPORT="$work/ranks/r-%r.json" LD_LIBRARY_PATH="$fake" LD_PRELOAD="$shim" \
+    "$work/prog_copies" >/dev/null 2>&1
+touch "$work/ranks.go"; wait $agent
+got=$(json_field "$work/ranks/r-0.json" '"%d %s" % (len(r["findings"]), r["hooked"])')
+case "$got" in
+    [1-9]*" True") if grep -q "report: not written to .*findings" "$work/agent.out"; then pass empty_report_keeps_findings
+                   else fail empty_report_keeps_findings "no note: $(cat "$work/agent.out")"; fi ;;
+    *) fail empty_report_keeps_findings "r-0.json: $got" ;;
+esac
+# ... but a later run (the file is older than the process) replaces it.
+norank RANK=0 UNSTALL_REPORT="$work/ranks/r-%r.json" LD_PRELOAD="$shim" \
+    "$work/prog_nocuda" "$work/driver/libcuda.so.1" >/dev/null 2>&1
+got=$(json_field "$work/ranks/r-0.json" 'r["hooked"]')
+if [ "$got" = False ]; then pass later_run_replaces_report; else fail later_run_replaces_report "hooked: $got"; fi
+
+# --- the report path: a regular file or a new one, nothing else (issue 8) ---
+rm -rf "$work/paths"; mkdir -p "$work/paths"
+mkfifo "$work/paths/fifo"
+printf keep >"$work/paths/target"
+ln -s "$work/paths/target" "$work/paths/link"
+mkdir "$work/paths/dir"
+[ "$(id -u)" -eq 0 ] && mknod "$work/paths/null" c 1 3
+for kind in fifo link dir null; do
+    [ -e "$work/paths/$kind" ] || [ -L "$work/paths/$kind" ] || continue
+    before=$(ls -ld "$work/paths/$kind" | cut -c1)
+    out=$(UNSTALL_REPORT="$work/paths/$kind" timeout 20 sh -c 'LD_LIBRARY_PATH="$1" LD_PRELOAD="$2" "$3"' \
+        sh "$fake" "$shim" "$work/prog_copies" 2>&1)
+    rc=$?
+    after=$(ls -ld "$work/paths/$kind" | cut -c1)
+    notes=$(printf '%s\n' "$out" | grep -c "report: not written to .*$kind")
+    if [ $rc -eq 0 ] && [ "$before" = "$after" ] && [ "$notes" -eq 1 ] && [ "$(cat "$work/paths/target")" = keep ]; then
+        pass "report_leaves_${kind}_alone"
+    else fail "report_leaves_${kind}_alone" "rc=$rc type $before -> $after, $notes notes: $out"; fi
+done
+ls "$work/paths" | grep -q tmp && fail report_tmp_cleaned "$(ls "$work/paths")" || pass report_tmp_cleaned
+out=$(UNSTALL_REPORT="$work/paths/new.json" with_shim "$work/prog_copies" 2>&1)
+if [ -f "$work/paths/new.json" ] && [ ! -L "$work/paths/new.json" ] && json_field "$work/paths/new.json" 'r["tool"]' | grep -q unstall
+then pass report_new_file; else fail report_new_file "$out"; fi
+
+# --- FIFOs never hang the program (issue 8) ------------------------------------
+mkfifo "$work/paths/config.fifo" "$work/paths/log.fifo"
+out=$(UNSTALL_CONFIG="$work/paths/config.fifo" timeout 20 sh -c 'LD_LIBRARY_PATH="$1" LD_PRELOAD="$2" "$3"' \
+    sh "$fake" "$shim" "$work/prog_copies" 2>&1)
+case "$?:$out" in
+    0:*"config.fifo: cannot read it (not a regular file)"*"prog_copies: ok"*) pass config_fifo_does_not_block ;;
+    *) fail config_fifo_does_not_block "$out" ;;
+esac
+# no reader: one warning, then stderr
+out=$(UNSTALL_LOG="$work/paths/log.fifo" UNSTALL_MODE=warn timeout 20 sh -c \
+    'LD_LIBRARY_PATH="$1" LD_PRELOAD="$2" "$3"' sh "$fake" "$shim" "$work/prog_copies" 2>&1)
+rc=$?
+warnings=$(printf '%s\n' "$out" | grep -c "cannot open log file .*log.fifo.*no reader")
+if [ $rc -eq 0 ] && [ "$warnings" -eq 1 ] && printf '%s' "$out" | grep -q "unstall report"; then pass log_fifo_without_reader
+else fail log_fifo_without_reader "rc=$rc, $warnings warnings: $out"; fi
+# a reader that reads nothing and a full pipe: lines are dropped and counted
+sleep 30 <"$work/paths/log.fifo" &
+reader=$!
+python3 - "$work/paths/log.fifo" <<'PY'
+import os, sys
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_NONBLOCK)
+try:
+    while True:
+        os.write(fd, b"x" * 4096)
+except BlockingIOError:
+    pass
+PY
+out=$(UNSTALL_LOG="$work/paths/log.fifo" UNSTALL_MODE=warn timeout 20 sh -c \
+    'LD_LIBRARY_PATH="$1" LD_PRELOAD="$2" "$3"' sh "$fake" "$shim" "$work/prog_copies" 2>&1)
+rc=$?
+kill $reader 2>/dev/null; wait $reader 2>/dev/null
+if [ $rc -eq 0 ] && printf '%s' "$out" | grep -q "log lines\{0,1\} dropped"; then pass log_full_fifo_does_not_block
+else fail log_full_fifo_does_not_block "rc=$rc: $out"; fi
+# a reader that goes away after the first line: no SIGPIPE for the program
+rm -f "$work/paths/reader.ready"
+python3 - "$work/paths/log.fifo" "$work/paths/reader.ready" >"$work/paths/reader.out" <<'PY' &
+import os, sys, time
+fd = os.open(sys.argv[1], os.O_RDONLY | os.O_NONBLOCK)  # a reader from now on
+open(sys.argv[2], "w").close()
+data, deadline = b"", time.time() + 20
+while b"\n" not in data and time.time() < deadline:
+    try:
+        chunk = os.read(fd, 4096)
+    except BlockingIOError:
+        chunk = b""
+    data += chunk
+    if not chunk:
+        time.sleep(0.01)
+os.close(fd)
+print(data.split(b"\n")[0].decode(errors="replace"))
+PY
+reader=$!
+for i in $(seq 100); do [ -e "$work/paths/reader.ready" ] && break; sleep 0.1; done
+out=$(UNSTALL_LOG="$work/paths/log.fifo" UNSTALL_LOG_LEVEL=info UNSTALL_VERBOSE=1 timeout 20 sh -c \
+    'LD_LIBRARY_PATH="$1" LD_PRELOAD="$2" "$3" 67108864' sh "$fake" "$shim" "$work/prog_copies" 2>&1)
+rc=$?
+wait $reader
+if [ $rc -eq 0 ] && printf '%s' "$out" | grep -q "prog_copies: ok" && printf '%s' "$out" | grep -q "log lines\{0,1\} dropped"
+then pass log_reader_gone_no_sigpipe
+else fail log_reader_gone_no_sigpipe "rc=$rc (reader read: $(cat "$work/paths/reader.out")): $out"; fi
+
+# --- bounded config warnings, valid UTF-8 report (issue 8) ---------------------
+python3 -c "import sys; sys.stdout.write('junk\n' * 200000)" >"$work/paths/garbage.conf"
+out=$(UNSTALL_CONFIG="$work/paths/garbage.conf" UNSTALL_LOG_MAX_LINES=50 with_shim "$work/prog_copies" 2>&1)
+n=$(printf '%s\n' "$out" | grep -c "expected key = value")
+summary=$(printf '%s\n' "$out" | grep -c "199951 more configuration warnings suppressed (option log_max_lines)")
+if [ "$n" -eq 49 ] && [ "$summary" -eq 1 ] && printf '%s' "$out" | grep -q "prog_copies: ok"; then
+    pass config_warnings_capped
+else fail config_warnings_capped "$n warning lines, $summary summaries: $(printf '%s\n' "$out" | tail -3)"; fi
+odd=$(printf 'prog_\377x')
+cp "$work/prog_copies" "$work/$odd"
+rm -f "$work/paths/utf8.json"
+out=$(UNSTALL_REPORT="$work/paths/utf8.json" with_shim "$work/$odd" 1048576 "$(printf 'arg\377\303\251')" 2>&1)
+got=$(json_field "$work/paths/utf8.json" 'r["program"] + "|" + r["cmdline"][-5:]')
+if [ "$got" = "$(printf 'prog_\357\277\275x|arg\357\277\275\303\251')" ]; then pass report_json_is_utf8
+else fail report_json_is_utf8 "$got; $out"; fi
+rm -f "$work/$odd"
+
 # --- the launcher ------------------------------------------------------------
 launcher=$here/../../tools/unstall
 out=$(LD_LIBRARY_PATH="$fake" "$launcher" --lib "$shim" --strict -- "$work/prog_copies" 2>&1)
@@ -117,6 +284,36 @@ case "$?:$out" in
     2:*"not found"*) pass launcher_unknown_profile_is_clear ;;
     *) fail launcher_unknown_profile_is_clear "$out" ;;
 esac
+
+# --help shows the usage and nothing of the script (issue 12); --version
+out=$("$launcher" --help 2>&1)
+case "$?:$out" in
+    *"set -e"*|*"here="*) fail launcher_help_is_only_usage "$out" ;;
+    0:usage:*--compare*--version*"Exit status:"*"strict_action=abort"*) pass launcher_help_is_only_usage ;;
+    *) fail launcher_help_is_only_usage "$out" ;;
+esac
+out=$("$launcher" --lib "$shim" --version 2>&1)
+case "$?:$out" in
+    "0:unstall "*"library: $shim") pass launcher_version ;;
+    *) fail launcher_version "$out" ;;
+esac
+
+# --compare: native, then under unstall, side by side (issue 15), on a
+# scenario program over the simulated runtime
+scenario=$build/scenarios/case_b_pageable_h2d
+out=$(LD_LIBRARY_PATH="$fake" "$launcher" --lib "$shim" --compare -- "$scenario" 2>"$work/compare.err")
+rc=$?
+row() { printf '%s\n' "$out" | grep "^$1" | tr -s ' '; }
+fixed=$(row "  pageable_h2d" | cut -d' ' -f4)
+if [ $rc -eq 0 ] && [ "$(row 'exit status')" = "exit status 0 0" ] && row "wall time" | grep -q "^wall time [0-9.]* m\{0,1\}s [0-9.]* m\{0,1\}s" \
+    && [ "${fixed%%/*}" -gt 0 ] 2>/dev/null && printf '%s' "$out" | grep -q "^verdict: same exit status" \
+    && grep -q "unstall --compare: native run" "$work/compare.err"; then pass launcher_compare
+else fail launcher_compare "rc=$rc fixed=$fixed: $out"; fi
+out=$(LD_LIBRARY_PATH="$fake" "$launcher" --lib "$shim" --strict --compare -- "$work/prog_copies" 2>/dev/null)
+rc=$?
+if [ $rc -eq 1 ] && [ "$(row 'exit status')" = "exit status 0 1 differs" ] && row "  pageable_h2d" | grep -q forbidden
+then pass launcher_compare_strict_differs
+else fail launcher_compare_strict_differs "rc=$rc: $out"; fi
 
 echo "shim: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

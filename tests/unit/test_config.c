@@ -529,6 +529,47 @@ static void test_config_file_bad_lines(void **state)
     assert_one_warning("t.conf:2: chunk_bytes=\"2g\": out of range 64k..1g; keeping 8m");
 }
 
+/* Issue 8: a 1 MB garbage config printed 262,032 lines. Its warnings are
+ * bounded by log_max_lines (as loaded), the last line counting the rest. */
+static void test_config_warnings_bounded_by_log_max_lines(void **state)
+{
+    (void)state;
+    static char garbage[300 * 5 + 1];
+    for (int i = 0; i < 300; i++)
+        memcpy(garbage + 5 * i, "junk\n", 5);
+    char *const env[] = { "UNSTALL_LOG_MAX_LINES=10", NULL };
+    struct us_config cfg;
+    load(&cfg, NULL, env, garbage);
+    assert_int_equal(cfg.log_max_lines, 10);
+    assert_int_equal(line_count, 10);
+    for (int i = 0; i < 9; i++)
+        assert_non_null(strstr(lines[i], "\"junk\": expected key = value; line ignored"));
+    char expected[200];
+    snprintf(expected, sizeof expected,
+             "unstall[%ld]: warning: 291 more configuration warnings suppressed (option log_max_lines)",
+             (long)getpid());
+    assert_string_equal(lines[9], expected);
+
+    /* the bound from the file itself, and exactly at the bound: no summary */
+    line_count = 0;
+    load(&cfg, NULL, NULL, "log_max_lines = 3\njunk\njunk\n");
+    assert_int_equal(line_count, 2);
+    line_count = 0;
+    load(&cfg, NULL, NULL, "log_max_lines = 3\njunk\njunk\njunk\n");
+    assert_int_equal(line_count, 3);
+    assert_null(strstr(lines[2], "suppressed"));
+    line_count = 0;
+    load(&cfg, NULL, NULL, "log_max_lines = 1\njunk\njunk\n");
+    assert_int_equal(line_count, 1);
+    assert_non_null(strstr(lines[0], "2 more configuration warnings suppressed"));
+
+    /* 0: no bound */
+    char *const unbounded[] = { "UNSTALL_LOG_MAX_LINES=0", NULL };
+    line_count = 0;
+    load(&cfg, NULL, unbounded, garbage);
+    assert_int_equal(line_count, 300);
+}
+
 static void test_config_file_unknown_keys(void **state)
 {
     (void)state;
@@ -824,6 +865,64 @@ static void test_config_rank_is_a_number(void **state)
     assert_non_null(strstr(result, "#rank=7\n"));
 }
 
+/* Launchers' rank variables: global ranks first (RANK, SLURM_PROCID,
+ * OMPI_COMM_WORLD_RANK, PMI_RANK, PMIX_RANK), LOCAL_RANK last (issue 15). */
+static const char *const rank_vars[] = { "RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK",
+                                         "LOCAL_RANK" };
+static const char *rank_case_env; /* "VAR=value VAR=value" set in the child */
+
+static void rank_case_body(FILE *out)
+{
+    for (size_t i = 0; i < sizeof rank_vars / sizeof rank_vars[0]; i++)
+        unsetenv(rank_vars[i]);
+    char env[256];
+    snprintf(env, sizeof env, "%s", rank_case_env);
+    for (char *save = NULL, *kv = strtok_r(env, " ", &save); kv != NULL; kv = strtok_r(NULL, " ", &save)) {
+        char *eq = strchr(kv, '=');
+        *eq = '\0';
+        setenv(kv, eq + 1, 1);
+    }
+    fprintf(out, "#rank=%s from=%s\n", us_config_rank() != NULL ? us_config_rank() : "(null)",
+            us_config_rank_source() != NULL ? us_config_rank_source() : "(null)");
+}
+
+static void test_config_rank_variables_in_order(void **state)
+{
+    (void)state;
+    static const struct { const char *env, *expect; } cases[] = {
+        { "RANK=3 SLURM_PROCID=9 LOCAL_RANK=1", "#rank=3 from=RANK\n" },
+        { "SLURM_PROCID=5 OMPI_COMM_WORLD_RANK=9 LOCAL_RANK=1", "#rank=5 from=SLURM_PROCID\n" },
+        { "OMPI_COMM_WORLD_RANK=6 PMI_RANK=9 PMIX_RANK=8", "#rank=6 from=OMPI_COMM_WORLD_RANK\n" },
+        { "PMI_RANK=7 PMIX_RANK=8 LOCAL_RANK=1", "#rank=7 from=PMI_RANK\n" },
+        { "PMIX_RANK=8 LOCAL_RANK=1", "#rank=8 from=PMIX_RANK\n" },
+        { "LOCAL_RANK=2", "#rank=2 from=LOCAL_RANK\n" },
+        { "SLURM_PROCID=x PMI_RANK=4", "#rank=4 from=PMI_RANK\n" },
+        { "", "#rank=(null) from=(null)\n" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        static char result[4096];
+        rank_case_env = cases[i].env;
+        run_child(rank_case_body, result, sizeof result);
+        if (strstr(result, cases[i].expect) == NULL)
+            fail_msg("%s: got %s", cases[i].env, result);
+    }
+}
+
+static void host_body(FILE *out) { fprintf(out, "#host=%s\n", us_config_host()); }
+
+/* %h: the host name, as gethostname says, safe in a file name */
+static void test_config_host(void **state)
+{
+    (void)state;
+    char name[256] = "", expect[300];
+    assert_int_equal(gethostname(name, sizeof name), 0);
+    static char result[4096];
+    run_child(host_body, result, sizeof result);
+    snprintf(expect, sizeof expect, "#host=%s\n", name);
+    assert_non_null(strstr(result, expect));
+    assert_null(strchr(us_config_host(), '/'));
+}
+
 /* Tests run with no UNSTALL_* variable of whoever runs them: the parent's own
  * configuration (the log's) is then the defaults. */
 static void clear_unstall_environment(void)
@@ -853,6 +952,8 @@ int main(void)
         cmocka_unit_test(test_config_process_sources),
         cmocka_unit_test(test_config_process_missing_file),
         cmocka_unit_test(test_config_rank_is_a_number),
+        cmocka_unit_test(test_config_rank_variables_in_order),
+        cmocka_unit_test(test_config_host),
         cmocka_unit_test(test_config_parse_bool),
         cmocka_unit_test(test_config_parse_size_accepts),
         cmocka_unit_test(test_config_parse_size_rejects),
@@ -874,6 +975,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_config_file_repeated_key, setup, teardown),
         cmocka_unit_test_setup_teardown(test_config_file_bad_lines, setup, teardown),
         cmocka_unit_test_setup_teardown(test_config_file_unknown_keys, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_config_warnings_bounded_by_log_max_lines, setup, teardown),
         cmocka_unit_test_setup_teardown(test_config_env_unknown_close_match, setup, teardown),
         cmocka_unit_test_setup_teardown(test_config_env_unknown_no_match, setup, teardown),
         cmocka_unit_test_setup_teardown(test_config_env_known_and_foreign_are_quiet, setup, teardown),

@@ -8,8 +8,10 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -301,7 +303,7 @@ static void test_log_to_file(void **state)
     char path[128], log_templ[128];
     snprintf(log_templ, sizeof log_templ, "/tmp/test_log.%%p.%%r.log");
     snprintf(path, sizeof path, "/tmp/test_log.%ld.%s.log", (long)getpid(),
-             us_config_rank() != NULL ? us_config_rank() : "0");
+             us_config_rank() != NULL ? us_config_rank() : "norank");
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     assert_true(fd >= 0);
     assert_int_equal(write(fd, "earlier\n", 8), 8);
@@ -357,6 +359,135 @@ static void test_log_unopenable_falls_back_to_stderr(void **state)
     assert_string_equal(text, expected);
 }
 
+/* --- FIFOs: nothing blocks, nothing kills (issue 8) ------------------------------------ */
+
+/* stderr into a file while body runs; its text into out */
+static void with_stderr_captured(void (*body)(const char *fifo), const char *fifo, char *out, size_t size)
+{
+    char err_path[64];
+    snprintf(err_path, sizeof err_path, "/tmp/test_log.%ld.stderr", (long)getpid());
+    int err_fd = open(err_path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+    assert_true(err_fd >= 0);
+    fflush(stderr);
+    int saved = dup(STDERR_FILENO);
+    dup2(err_fd, STDERR_FILENO);
+    alarm(20); /* a blocked open or write fails the test instead of hanging it */
+    body(fifo);
+    alarm(0);
+    dup2(saved, STDERR_FILENO);
+    close(saved);
+    close(err_fd);
+    read_file(err_path, out, size);
+    unlink(err_path);
+}
+
+static void make_fifo(char *path, size_t size)
+{
+    snprintf(path, size, "/tmp/test_log.%ld.fifo", (long)getpid());
+    unlink(path);
+    assert_int_equal(mkfifo(path, 0600), 0);
+}
+
+static void log_to(const char *path)
+{
+    snprintf(cfg.log, sizeof cfg.log, "%s", path);
+    use_config();
+    us_log_set_sink(NULL, NULL);
+}
+
+static void log_two_lines(const char *fifo)
+{
+    log_to(fifo);
+    us_log(US_LOG_WARN, "one");
+    us_log(US_LOG_WARN, "two");
+    us_log_set_sink(NULL, NULL);
+}
+
+static void test_log_fifo_without_reader(void **state)
+{
+    (void)state;
+    char fifo[64], text[2048], expected[2048];
+    make_fifo(fifo, sizeof fifo);
+    with_stderr_captured(log_two_lines, fifo, text, sizeof text);
+    unlink(fifo);
+    long pid = (long)getpid();
+    snprintf(expected, sizeof expected,
+             "unstall[%ld]: warning: cannot open log file \"%s\" (a FIFO with no reader); logging to stderr\n"
+             "unstall[%ld]: warning: one\nunstall[%ld]: warning: two\n", pid, fifo, pid, pid);
+    assert_string_equal(text, expected);
+}
+
+static int fifo_reader = -1;
+
+static void log_into_full_pipe(const char *fifo)
+{
+    log_to(fifo);
+    us_log(US_LOG_WARN, "lost 1");
+    us_log(US_LOG_WARN, "lost 2");
+    us_log_raw("lost report\nof two lines\n");
+    char drain[65536];
+    while (read(fifo_reader, drain, sizeof drain) > 0)
+        ;
+    us_log(US_LOG_WARN, "after");
+    us_log_set_sink(NULL, NULL);
+}
+
+static void test_log_full_pipe_drops_and_counts(void **state)
+{
+    (void)state;
+    char fifo[64], text[2048], expected[2048];
+    make_fifo(fifo, sizeof fifo);
+    fifo_reader = open(fifo, O_RDONLY | O_NONBLOCK);
+    assert_true(fifo_reader >= 0);
+    int filler = open(fifo, O_WRONLY | O_NONBLOCK);
+    assert_true(filler >= 0);
+    char block[4096];
+    memset(block, 'x', sizeof block);
+    while (write(filler, block, sizeof block) > 0)
+        ;
+    close(filler);
+    with_stderr_captured(log_into_full_pipe, fifo, text, sizeof text);
+    assert_string_equal(text, "");
+    ssize_t n = read(fifo_reader, text, sizeof text - 1);
+    assert_true(n > 0);
+    text[n] = '\0';
+    close(fifo_reader);
+    unlink(fifo);
+    long pid = (long)getpid();
+    snprintf(expected, sizeof expected,
+             "unstall[%ld]: warning: 4 log lines dropped: the log destination would have blocked or has no reader\n"
+             "unstall[%ld]: warning: after\n", pid, pid);
+    assert_string_equal(text, expected);
+}
+
+static void log_after_reader_left(const char *fifo)
+{
+    log_to(fifo);
+    us_log(US_LOG_WARN, "read");
+    close(fifo_reader);
+    us_log(US_LOG_WARN, "nobody reads this"); /* EPIPE: SIGPIPE would end this test */
+    us_log_at_exit();
+    us_log_set_sink(NULL, NULL);
+}
+
+static void test_log_reader_gone_no_sigpipe(void **state)
+{
+    (void)state;
+    char fifo[64], text[2048], expected[2048];
+    make_fifo(fifo, sizeof fifo);
+    fifo_reader = open(fifo, O_RDONLY | O_NONBLOCK);
+    assert_true(fifo_reader >= 0);
+    with_stderr_captured(log_after_reader_left, fifo, text, sizeof text);
+    unlink(fifo);
+    sigset_t pending;
+    sigpending(&pending);
+    assert_false(sigismember(&pending, SIGPIPE));
+    snprintf(expected, sizeof expected,
+             "unstall[%ld]: warning: 1 log line dropped: the log destination would have blocked or has no reader\n",
+             (long)getpid());
+    assert_string_equal(text, expected);
+}
+
 /* --- paths -------------------------------------------------------------------------------------- */
 
 static void test_log_expand_path(void **state)
@@ -365,27 +496,33 @@ static void test_log_expand_path(void **state)
     char out[128], expected[128];
     long pid = (long)getpid();
 
-    assert_true(us_expand_path("unstall-%p-%r.json", "3", out, sizeof out));
+    assert_true(us_expand_path("unstall-%p-%r.json", "3", "node1", out, sizeof out));
     snprintf(expected, sizeof expected, "unstall-%ld-3.json", pid);
     assert_string_equal(out, expected);
 
-    assert_true(us_expand_path("/tmp/%r/%p/%p", NULL, out, sizeof out));
-    snprintf(expected, sizeof expected, "/tmp/0/%ld/%ld", pid, pid);
+    /* no rank: never a rank's name (issue 8: torchrun's own process took rank 0's) */
+    assert_true(us_expand_path("/tmp/%r/%p/%p", NULL, "node1", out, sizeof out));
+    snprintf(expected, sizeof expected, "/tmp/norank/%ld/%ld", pid, pid);
     assert_string_equal(out, expected);
 
-    assert_true(us_expand_path("100%% %x %", "1", out, sizeof out));
+    /* %h: the host */
+    assert_true(us_expand_path("/shared/%h-%r.json", "12", "gpu-node-07", out, sizeof out));
+    assert_string_equal(out, "/shared/gpu-node-07-12.json");
+
+    assert_true(us_expand_path("100%% %x %", "1", "h", out, sizeof out));
     assert_string_equal(out, "100% %x %"); /* %% is %, anything else as written */
 
-    assert_true(us_expand_path("", "1", out, sizeof out));
+    assert_true(us_expand_path("", "1", "h", out, sizeof out));
     assert_string_equal(out, "");
 
-    assert_true(us_expand_path("abc", NULL, out, 4)); /* exactly fits */
+    assert_true(us_expand_path("abc", NULL, "h", out, 4)); /* exactly fits */
     assert_string_equal(out, "abc");
-    assert_false(us_expand_path("abcd", NULL, out, 4));
+    assert_false(us_expand_path("abcd", NULL, "h", out, 4));
     assert_string_equal(out, "");
-    assert_false(us_expand_path("r%r", "12345", out, 6));
-    assert_false(us_expand_path(NULL, NULL, out, sizeof out));
-    assert_false(us_expand_path("x", NULL, out, 0));
+    assert_false(us_expand_path("r%r", "12345", "h", out, 6));
+    assert_false(us_expand_path("%h", "1", "host", out, 4));
+    assert_false(us_expand_path(NULL, NULL, "h", out, sizeof out));
+    assert_false(us_expand_path("x", NULL, "h", out, 0));
 }
 
 static void clear_unstall_environment(void)
@@ -418,6 +555,9 @@ int main(void)
         T(test_log_limit_zero_is_unlimited),
         T(test_log_set_sink_restarts_count),
         T(test_log_limit_across_threads),
+        T(test_log_fifo_without_reader),
+        T(test_log_full_pipe_drops_and_counts),
+        T(test_log_reader_gone_no_sigpipe),
         T(test_log_long_message_truncated),
         T(test_log_trailing_newline_dropped),
         T(test_log_recursion_dropped),

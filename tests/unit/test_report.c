@@ -1,6 +1,7 @@
 /* test_report.c - rendering the report from a snapshot: amounts for people,
  * the row order, the text (header, totals by rule, rows, top, other sites,
- * fixes, no CUDA seen), the JSON (fields, escaping, rank), the atomic file. */
+ * fixes, no CUDA seen), the JSON (fields, escaping, rank), saving the file:
+ * atomic, only to a regular or new file, never losing a richer report. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -9,7 +10,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -72,6 +76,8 @@ static struct us_report *sample(void)
     snprintf(r->program, sizeof r->program, "python3");
     snprintf(r->cmdline, sizeof r->cmdline, "python3 train.py --epochs 2");
     snprintf(r->rank, sizeof r->rank, "3");
+    r->rank_source = "SLURM_PROCID";
+    snprintf(r->host, sizeof r->host, "node7");
     r->mode = "report";
     r->hooked = true;
     r->origin_mono_ns = 1000;
@@ -113,7 +119,7 @@ static void test_report_text(void **state)
     struct us_report *r = sample();
     char *text = us_report_text(r, 20);
     assert_non_null(text);
-    assert_non_null(strstr(text, "unstall[4242]: ---- unstall report: python3 train.py --epochs 2 (pid 4242, rank 3), "
+    assert_non_null(strstr(text, "unstall[4242]: ---- unstall report: python3 train.py --epochs 2 (pid 4242, rank 3, host node7), "
                                  "mode report, ran 2.50 s ----\n"));
     assert_non_null(strstr(text, "unstall[4242]: time the calls held the caller, by rule:\n"
                                  "unstall[4242]:   pageable_d2h       high       1.23 s in 124 calls, 7.5 GiB, 100 "
@@ -156,7 +162,7 @@ static void test_report_text_no_cuda_seen(void **state)
     r->row_count = 0;
     r->rank[0] = '\0';
     char *text = us_report_text(r, 20);
-    assert_non_null(strstr(text, "(pid 4242), mode report"));
+    assert_non_null(strstr(text, "(pid 4242, host node7), mode report"));
     assert_non_null(strstr(text, "unstall[4242]: unstall saw no CUDA runtime call: if the program links the CUDA "
                                  "runtime statically (nvcc's default), a runtime-layer preload cannot see it; build "
                                  "with -cudart shared\n"));
@@ -178,7 +184,7 @@ static void test_report_json(void **state)
     assert_non_null(json);
     assert_non_null(strstr(json, "\"version\": 1,"));
     assert_non_null(strstr(json, "\"pid\": 4242,"));
-    assert_non_null(strstr(json, "\"rank\": 3,"));
+    assert_non_null(strstr(json, "\"rank\": 3,\n  \"rank_from\": \"SLURM_PROCID\",\n  \"host\": \"node7\",\n"));
     assert_non_null(strstr(json, "\"program\": \"a\\\"b\\\\c\\n\","));
     assert_non_null(strstr(json, "\"started\": \"2023-11-14T22:13:20Z\","));
     assert_non_null(strstr(json, "\"clock\": {\"monotonic_ns\": 1000, \"realtime_ns\": 1700000000000000000},"));
@@ -223,7 +229,7 @@ static void test_report_json(void **state)
     r->event_count = 0;
     r->span_count = 0;
     json = us_report_json(r);
-    assert_non_null(strstr(json, "\"rank\": null,"));
+    assert_non_null(strstr(json, "\"rank\": null,\n  \"rank_from\": null,"));
     assert_non_null(strstr(json, "\"rules\": [],\n  \"findings\": [],"));
     assert_non_null(strstr(json, "\"events\": [],"));
     assert_non_null(strstr(json, "\"spans\": []\n}\n"));
@@ -231,29 +237,209 @@ static void test_report_json(void **state)
     us_report_free(r);
 }
 
-static void test_report_write_file_atomic(void **state)
+/* Issue 8: a program path with byte 0xff made the report invalid UTF-8. */
+static void test_report_json_is_utf8(void **state)
+{
+    (void)state;
+    struct us_report *r = sample();
+    snprintf(r->program, sizeof r->program, "prog_\xffx");
+    /* kept: é, €, 𝄞; replaced: a lone continuation byte, a cut sequence, an
+     * overlong '/', a surrogate, a code point past U+10FFFF, 0xfe */
+    snprintf(r->cmdline, sizeof r->cmdline, "a\xc3\xa9 \xe2\x82\xac \xf0\x9d\x84\x9e|\x80|\xe2\x82|\xc0\xaf|\xed\xa0\x80|"
+                                            "\xf4\x90\x80\x80|\xfe|\xe2");
+    char *json = us_report_json(r);
+    assert_non_null(json);
+    assert_non_null(strstr(json, "\"program\": \"prog_\\ufffdx\","));
+    assert_non_null(strstr(json, "\"cmdline\": \"a\xc3\xa9 \xe2\x82\xac \xf0\x9d\x84\x9e|\\ufffd|\\ufffd\\ufffd|"
+                                 "\\ufffd\\ufffd|\\ufffd\\ufffd\\ufffd|\\ufffd\\ufffd\\ufffd\\ufffd|\\ufffd|\\ufffd\","));
+    for (const unsigned char *c = (const unsigned char *)json; *c != '\0'; c++)
+        assert_true(*c != 0xff && *c != 0xfe && *c != 0xc0);
+    free(json);
+    us_report_free(r);
+}
+
+static void read_small(const char *path, char *text, size_t size)
+{
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    size_t n = fread(text, 1, size - 1, f);
+    text[n] = '\0';
+    fclose(f);
+}
+
+static void write_small(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+static enum us_report_save_result save(const char *path, const char *text, enum us_report_content content,
+                                       uint64_t started, char *why)
+{
+    return us_report_save(path, text, content, started, why, 512);
+}
+
+static void test_report_save_new_and_regular(void **state)
 {
     (void)state;
     char dir[] = "/tmp/unstall-report-XXXXXX";
     assert_non_null(mkdtemp(dir));
-    char path[256], tmp[300];
+    char path[256], tmp[300], why[512], text[64];
     snprintf(path, sizeof path, "%s/r.json", dir);
-    assert_true(us_report_write_file(path, "{\"a\": 1}\n"));
-    assert_true(us_report_write_file(path, "{}\n")); /* replaces */
-    FILE *f = fopen(path, "r");
-    assert_non_null(f);
-    char text[64] = "";
-    assert_non_null(fgets(text, sizeof text, f));
-    fclose(f);
+    assert_int_equal(save(path, "{\"a\": 1}\n", US_REPORT_HAS_FINDINGS, 0, why), US_REPORT_SAVED);
+    assert_int_equal(save(path, "{}\n", US_REPORT_HAS_FINDINGS, 0, why), US_REPORT_SAVED); /* replaces */
+    read_small(path, text, sizeof text);
     assert_string_equal(text, "{}\n");
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
     assert_int_equal(access(tmp, F_OK), -1);
+
+    /* a link planted at the temporary name is not followed */
+    char victim[300];
+    snprintf(victim, sizeof victim, "%s/victim", dir);
+    write_small(victim, "keep");
+    assert_int_equal(symlink(victim, tmp), 0);
+    assert_int_equal(save(path, "{\"b\": 2}\n", US_REPORT_HAS_FINDINGS, 0, why), US_REPORT_SAVED);
+    read_small(victim, text, sizeof text);
+    assert_string_equal(text, "keep");
+    read_small(path, text, sizeof text);
+    assert_string_equal(text, "{\"b\": 2}\n");
+    assert_int_equal(access(tmp, F_OK), -1);
+    unlink(victim);
     unlink(path);
     rmdir(dir);
 
     errno = 0;
-    assert_false(us_report_write_file("/nonexistent-unstall-dir/r.json", "{}"));
+    assert_int_equal(save("/nonexistent-unstall-dir/r.json", "{}", US_REPORT_HAS_FINDINGS, 0, why), US_REPORT_FAILED);
     assert_int_equal(errno, ENOENT);
+}
+
+/* Issue 8: a FIFO, a link (to /dev/null or to a file), a device node or a
+ * directory at the report's path is left as it is, without blocking. */
+static void test_report_save_leaves_other_files_alone(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/unstall-report-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char fifo[256], link_null[256], link_file[256], target[256], sub[256], node[256], why[512], text[64];
+    snprintf(fifo, sizeof fifo, "%s/fifo", dir);
+    snprintf(link_null, sizeof link_null, "%s/null-link", dir);
+    snprintf(link_file, sizeof link_file, "%s/file-link", dir);
+    snprintf(target, sizeof target, "%s/target", dir);
+    snprintf(sub, sizeof sub, "%s/sub", dir);
+    snprintf(node, sizeof node, "%s/null", dir);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    assert_int_equal(symlink("/dev/null", link_null), 0);
+    write_small(target, "keep");
+    assert_int_equal(symlink(target, link_file), 0);
+    assert_int_equal(mkdir(sub, 0700), 0);
+    bool have_node = mknod(node, S_IFCHR | 0600, makedev(1, 3)) == 0; /* as root only */
+
+    struct { const char *path, *kind; mode_t type; } cases[] = {
+        { fifo, "a FIFO", S_IFIFO },
+        { link_null, "a symbolic link", S_IFLNK },
+        { link_file, "a symbolic link", S_IFLNK },
+        { sub, "a directory", S_IFDIR },
+        { node, "a character device", S_IFCHR },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        if (cases[i].type == S_IFCHR && !have_node)
+            continue;
+        assert_int_equal(save(cases[i].path, "{}\n", US_REPORT_HAS_FINDINGS, 0, why), US_REPORT_NOT_REGULAR);
+        char expect[128];
+        snprintf(expect, sizeof expect, "it is %s; unstall writes its report only to a regular file or a new one",
+                 cases[i].kind);
+        assert_string_equal(why, expect);
+        struct stat st;
+        assert_int_equal(lstat(cases[i].path, &st), 0);
+        assert_int_equal(st.st_mode & S_IFMT, cases[i].type);
+    }
+    read_small(target, text, sizeof text);
+    assert_string_equal(text, "keep");
+    unlink(fifo);
+    unlink(link_null);
+    unlink(link_file);
+    unlink(target);
+    rmdir(sub);
+    unlink(node);
+    rmdir(dir);
+}
+
+static uint64_t now_real_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Issue 8: torchrun's own process under a rank's name, exiting last, must not
+ * replace that rank's report with an empty one; an earlier run's is replaced. */
+static void test_report_save_keeps_a_richer_report_of_this_run(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/unstall-report-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char path[256], why[512], text[4096];
+    snprintf(path, sizeof path, "%s/r-0.json", dir);
+    struct us_report *r = sample(); /* has findings */
+    r->pid = 777;
+    char *with_findings = us_report_json(r);
+    r->row_count = 0;
+    char *clean = us_report_json(r);
+    r->hooked = false;
+    char *nothing = us_report_json(r);
+    us_report_free(r);
+
+    uint64_t started = now_real_ns() - 1000000000ull; /* this process began a second ago */
+    assert_int_equal(save(path, with_findings, US_REPORT_HAS_FINDINGS, started, why), US_REPORT_SAVED);
+    assert_int_equal(save(path, nothing, US_REPORT_SAW_NOTHING, started, why), US_REPORT_KEPT_OTHER);
+    assert_string_equal(why, "it holds the report of pid 777, written while this process ran, with findings; this "
+                             "process saw no CUDA call");
+    assert_int_equal(save(path, clean, US_REPORT_NO_FINDINGS, started, why), US_REPORT_KEPT_OTHER);
+    assert_string_equal(why, "it holds the report of pid 777, written while this process ran, with findings; this "
+                             "process saw no finding");
+    read_small(path, text, sizeof text);
+    assert_string_equal(text, with_findings);
+
+    /* findings replace findings: the last writer wins */
+    assert_int_equal(save(path, with_findings, US_REPORT_HAS_FINDINGS, started, why), US_REPORT_SAVED);
+
+    /* a clean report of this run is kept from one that saw nothing */
+    unlink(path);
+    assert_int_equal(save(path, clean, US_REPORT_NO_FINDINGS, started, why), US_REPORT_SAVED);
+    assert_int_equal(save(path, nothing, US_REPORT_SAW_NOTHING, started, why), US_REPORT_KEPT_OTHER);
+    assert_non_null(strstr(why, "with CUDA calls; this process saw no CUDA call"));
+
+    /* an earlier run's report (older than this process) is replaced */
+    assert_int_equal(save(path, with_findings, US_REPORT_HAS_FINDINGS, started, why), US_REPORT_SAVED);
+    const struct timespec old[2] = { { started / 1000000000u - 60, 0 }, { started / 1000000000u - 60, 0 } };
+    assert_int_equal(utimensat(AT_FDCWD, path, old, 0), 0);
+    assert_int_equal(save(path, nothing, US_REPORT_SAW_NOTHING, started, why), US_REPORT_SAVED);
+    read_small(path, text, sizeof text);
+    assert_string_equal(text, nothing);
+
+    /* a file that is not an unstall report holds nothing to keep */
+    write_small(path, "{\"findings\": [1]}\n");
+    assert_int_equal(save(path, nothing, US_REPORT_SAW_NOTHING, started, why), US_REPORT_SAVED);
+
+    free(with_findings);
+    free(clean);
+    free(nothing);
+    unlink(path);
+    rmdir(dir);
+}
+
+static void test_report_content_of(void **state)
+{
+    (void)state;
+    struct us_report *r = sample();
+    assert_int_equal(us_report_content_of(r), US_REPORT_HAS_FINDINGS);
+    r->row_count = 0;
+    assert_int_equal(us_report_content_of(r), US_REPORT_NO_FINDINGS);
+    r->hooked = false;
+    assert_int_equal(us_report_content_of(r), US_REPORT_SAW_NOTHING);
+    us_report_free(r);
 }
 
 int main(void)
@@ -265,7 +451,11 @@ int main(void)
         cmocka_unit_test(test_report_text),
         cmocka_unit_test(test_report_text_no_cuda_seen),
         cmocka_unit_test(test_report_json),
-        cmocka_unit_test(test_report_write_file_atomic),
+        cmocka_unit_test(test_report_json_is_utf8),
+        cmocka_unit_test(test_report_save_new_and_regular),
+        cmocka_unit_test(test_report_save_leaves_other_files_alone),
+        cmocka_unit_test(test_report_save_keeps_a_richer_report_of_this_run),
+        cmocka_unit_test(test_report_content_of),
     };
     return cmocka_run_group_tests_name("report", tests, NULL, NULL);
 }
