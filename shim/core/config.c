@@ -544,7 +544,7 @@ static void us_load_environment(struct us_load *load, struct us_config *out, enu
         us_format_text(var, (size_t)(eq - var), false, shown, sizeof shown);
         const char *removed, *why = us_removed_why(name, name_len, &removed);
         if (why != NULL) {
-            us_log(US_LOG_WARN, "%s: %s was removed: %s; ignored", shown, removed, why);
+            us_load_warn(load, US_LOG_WARN, "%s: %s was removed: %s; ignored", shown, removed, why);
             continue;
         }
         int match = us_close_match(name, name_len);
@@ -621,8 +621,8 @@ static void us_load_file(struct us_load *load, struct us_config *out, enum us_op
         us_format_shown(p, key_len, shown, sizeof shown);
         const char *removed, *why = us_removed_why(name, name_len, &removed);
         if (why != NULL) {
-            us_log(US_LOG_WARN, "%s:%u: %s was removed: %s; ignored", origin.file_name, origin.line, removed,
-                   why);
+            us_load_warn(load, US_LOG_WARN, "%s:%u: %s was removed: %s; ignored", origin.file_name, origin.line,
+                         removed, why);
             continue;
         }
         int match = us_close_match(name, name_len);
