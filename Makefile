@@ -47,6 +47,11 @@ CAPTURE_GPU_BIN := $(BUILD)/gpu/capture_conform
 
 BENCH_SRC := $(wildcard tools/bench/*.c)
 
+# tools/p2pcheck's probe: over the real runtime (make p2pcheck) and over
+# fakecuda (its tests in make check)
+P2P_PROBE      := $(BUILD)/p2pcheck/probe
+P2P_FAKE_PROBE := $(BUILD)/p2pcheck/fake/probe
+
 .PHONY: all shim fakecuda scenarios check unit demo gpu-test bench compat deps clean docs
 all: shim fakecuda scenarios
 
@@ -136,9 +141,21 @@ $(CAPTURE_GPU_BIN): tests/capture/capture_conform.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $< -o $@ -L$(CUDA_HOME)/lib64 -lcudart -pthread -Wl,-rpath,$(CUDA_HOME)/lib64
 
+# --- tools/p2pcheck's probe: the same source over both runtimes --------------------
+$(P2P_FAKE_PROBE): tools/p2pcheck-probe.c $(FAKE_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $< -o $@ -L$(FAKE_DIR) -lcudart -Wl,-rpath,'$$ORIGIN/../../fakecuda'
+
+$(P2P_PROBE): tools/p2pcheck-probe.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $< -o $@ -L$(CUDA_HOME)/lib64 -lcudart -Wl,-rpath,$(CUDA_HOME)/lib64
+
+.PHONY: p2pcheck
+p2pcheck: $(P2P_PROBE) shim
+
 # --- tests ------------------------------------------------------------------------
 check: deps
-	@$(MAKE) --no-print-directory all $(CORE_LIB) $(UNIT_BIN) $(FAKE_TEST_BIN) $(CONF_BIN) $(CAPTURE_BIN)
+	@$(MAKE) --no-print-directory all $(CORE_LIB) $(UNIT_BIN) $(FAKE_TEST_BIN) $(CONF_BIN) $(CAPTURE_BIN) $(P2P_FAKE_PROBE)
 	@sh tests/run-all.sh $(BUILD)
 
 unit: $(UNIT_BIN)

@@ -36,6 +36,8 @@ for t in "$build"/unit/test_* "$build"/fakecuda/test_*; do
 done
 suite gen-docs-check python3 tools/gen-docs --check
 [ -d tests/report ] && suite unstall-report python3 -m unittest discover -s tests/report
+[ -d tests/bench ] && suite bench-chart python3 -m unittest discover -s tests/bench
+[ -d tests/p2pcheck ] && suite p2pcheck env BUILD="$build" python3 -m unittest discover -s tests/p2pcheck
 [ -x tests/pipelines/run.sh ] && suite pipelines sh tests/pipelines/run.sh "$build"
 [ -x tests/scenarios/run.sh ] && suite scenarios sh tests/scenarios/run.sh "$build"
 [ -x tests/shim/run.sh ] && suite shim sh tests/shim/run.sh "$build"

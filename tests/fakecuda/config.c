@@ -24,7 +24,9 @@
     X(PAGEABLE_H2D_ASYNC_MAX, pageable_h2d_async_max, SIZE, 1 << 20, 0, (double)(1ULL << 40)) \
     X(TIMESLICE_US, timeslice_us, DBL, 2000.0, 0.0, 1e9)                     \
     X(STAGED_HOLD, staged_hold, INT, 1, 0, 1)                                 \
-    X(HOST_ALLOC_US_PER_MIB, host_alloc_us_per_mib, DBL, 0.0, 0.0, 1e9)
+    X(HOST_ALLOC_US_PER_MIB, host_alloc_us_per_mib, DBL, 0.0, 0.0, 1e9)      \
+    X(P2P_ATOMICS, p2p_atomics, INT, 1, 0, 1)                                 \
+    X(P2P_RANK, p2p_rank, INT, 0, 0, 1000)
 
 static _Atomic(const struct fc_config *) current;
 
@@ -104,32 +106,41 @@ static double read_option(const struct fc_option *o)
     return o->def;
 }
 
-/* "011,101,110": row i says which peers device i can access. */
+/* "011,101,110": row i says which peers device i can access. A cell is 0
+ * (not capable), 1 (capable), r (capable, but cudaDeviceEnablePeerAccess
+ * refuses) or h (capable, but enabling never returns: a machine that locks
+ * up, seed 000). */
 static void read_peer_matrix(struct fc_config *c)
 {
     for (int i = 0; i < FC_MAX_DEVICES; i++)
         for (int j = 0; j < FC_MAX_DEVICES; j++)
             c->peer_capable[i][j] = i != j;
+    memset(c->peer_enable, 0, sizeof c->peer_enable); /* FC_PEER_ENABLE_OK */
     const char *text = getenv("FAKECUDA_PEER_MATRIX");
     if (text == NULL || *text == '\0')
         return;
+    static const char cells[] = "01rh";
+    static const char *const why = "expected one row of 0/1/r/h per device, rows separated by ','";
     bool m[FC_MAX_DEVICES][FC_MAX_DEVICES] = {{false}};
+    enum fc_peer_enable e[FC_MAX_DEVICES][FC_MAX_DEVICES] = {{FC_PEER_ENABLE_OK}};
     const char *p = text;
     for (int i = 0; i < c->devices; i++) {
         for (int j = 0; j < c->devices; j++, p++) {
-            if (*p != '0' && *p != '1') {
-                warn("PEER_MATRIX", text, "expected one row of 0/1 per device, rows separated by ','");
+            if (*p == '\0' || strchr(cells, *p) == NULL) {
+                warn("PEER_MATRIX", text, why);
                 return;
             }
-            m[i][j] = *p == '1' && i != j;
+            m[i][j] = *p != '0' && i != j;
+            e[i][j] = *p == 'r' ? FC_PEER_ENABLE_REFUSED : *p == 'h' ? FC_PEER_ENABLE_HANGS : FC_PEER_ENABLE_OK;
         }
         if (*p != (i + 1 < c->devices ? ',' : '\0')) {
-            warn("PEER_MATRIX", text, "expected one row of 0/1 per device, rows separated by ','");
+            warn("PEER_MATRIX", text, why);
             return;
         }
         p++;
     }
     memcpy(c->peer_capable, m, sizeof m);
+    memcpy(c->peer_enable, e, sizeof e);
 }
 
 void fc_config_load(int devices)

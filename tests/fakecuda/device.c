@@ -1,10 +1,12 @@
-/* device.c - what a program asks about devices: attributes, properties and
- * peer access (FAKECUDA_PEER_MATRIX says which pairs are capable). The
+/* device.c - what a program asks about devices: attributes, properties, PCI
+ * bus ids and peer access (FAKECUDA_PEER_MATRIX says which pairs are capable
+ * and how enabling behaves; FAKECUDA_P2P_* give the P2P attributes). The
  * simulated device looks like an H100 where a value is needed at all. */
 #include "fc.h"
 
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 static bool valid_device(int d)
 {
@@ -100,6 +102,42 @@ cudaError_t cudaDeviceCanAccessPeer(int *can, int device, int peer)
     return cudaSuccess;
 }
 
+/* Device d sits on PCI bus d + 1 (as pciBusID says), domain 0, device 0. */
+cudaError_t cudaDeviceGetPCIBusId(char *bus_id, int len, int device)
+{
+    if (!fc_enter())
+        return fc_ret(cudaErrorInitializationError);
+    if (bus_id == NULL || len < 13)
+        return fc_ret(cudaErrorInvalidValue);
+    if (!valid_device(device))
+        return fc_ret(cudaErrorInvalidDevice);
+    snprintf(bus_id, (size_t)len, "0000:%02x:00.0", (unsigned)(device + 1) & 0xffu);
+    return cudaSuccess;
+}
+
+/* A capable pair: access supported, array access, native atomics per
+ * FAKECUDA_P2P_ATOMICS, rank FAKECUDA_P2P_RANK; a pair that is not: all 0.
+ * The same device twice is cudaErrorInvalidDevice, as the real runtime says. */
+cudaError_t cudaDeviceGetP2PAttribute(int *value, enum cudaDeviceP2PAttr attr, int src, int dst)
+{
+    if (!fc_enter())
+        return fc_ret(cudaErrorInitializationError);
+    if (value == NULL)
+        return fc_ret(cudaErrorInvalidValue);
+    if (!valid_device(src) || !valid_device(dst) || src == dst)
+        return fc_ret(cudaErrorInvalidDevice);
+    const struct fc_config *c = fc_cfg();
+    bool capable = c->peer_capable[src][dst];
+    switch (attr) {
+    case cudaDevP2PAttrPerformanceRank: *value = capable ? c->p2p_rank : 0; break;
+    case cudaDevP2PAttrAccessSupported: *value = capable; break;
+    case cudaDevP2PAttrNativeAtomicSupported: *value = capable && c->p2p_atomics; break;
+    case cudaDevP2PAttrCudaArrayAccessSupported: *value = capable; break;
+    default: return fc_ret(cudaErrorInvalidValue);
+    }
+    return cudaSuccess;
+}
+
 cudaError_t cudaDeviceEnablePeerAccess(int peer, unsigned int flags)
 {
     if (!fc_enter())
@@ -109,9 +147,14 @@ cudaError_t cudaDeviceEnablePeerAccess(int peer, unsigned int flags)
     if (!valid_device(peer))
         return fc_ret(cudaErrorInvalidDevice);
     int dev = fc_current_device();
+    const struct fc_config *c = fc_cfg();
+    if (c->peer_capable[dev][peer] && c->peer_enable[dev][peer] == FC_PEER_ENABLE_HANGS)
+        for (;;)
+            pause(); /* the caller never comes back; only a signal ends the process */
     cudaError_t err = cudaSuccess;
     pthread_mutex_lock(&fc_g.mu);
-    if (!fc_cfg()->peer_capable[dev][peer]) /* the device itself included, as measured */
+    if (!c->peer_capable[dev][peer] || /* the device itself included, as measured */
+        c->peer_enable[dev][peer] == FC_PEER_ENABLE_REFUSED)
         err = cudaErrorPeerAccessUnsupported;
     else if (fc_g.dev[dev].peer_enabled[peer])
         err = cudaErrorPeerAccessAlreadyEnabled;

@@ -35,7 +35,12 @@ struct fc_config {
     double timeslice_us;
     int staged_hold;               /* 1: a staged copy holds its caller until done */
     double host_alloc_us_per_mib;  /* cudaHostAlloc holds the API lock this long per MiB */
+    int p2p_atomics;               /* cudaDevP2PAttrNativeAtomicSupported of a capable pair */
+    int p2p_rank;                  /* cudaDevP2PAttrPerformanceRank of a capable pair */
     bool peer_capable[FC_MAX_DEVICES][FC_MAX_DEVICES];
+    /* what cudaDeviceEnablePeerAccess does on a capable pair (matrix cell) */
+    enum fc_peer_enable { FC_PEER_ENABLE_OK, FC_PEER_ENABLE_REFUSED, FC_PEER_ENABLE_HANGS }
+        peer_enable[FC_MAX_DEVICES][FC_MAX_DEVICES];
 };
 
 /* The configuration in force. Never NULL once fc_init() ran; a reload swaps

@@ -3,10 +3,13 @@
 # full sizes) natively and under the shim in one run, then the performance
 # table of issue 5 (tools/bench/table.py: native, unstall, target, ratio)
 # with the machine it ran on. Printed, and written to BENCH_OUT (default
-# BUILD_DIR/bench.md). Every figure comes from the programs' RESULT lines.
+# BUILD_DIR/bench.md); the chart (tools/bench/chart.py: bars per case and a
+# timeline of case B) to BENCH_SVG (BUILD_DIR/bench.svg) and its figures to
+# BENCH_JSON (BUILD_DIR/bench.json). Every figure comes from the programs'
+# RESULT lines and the shim's JSON report.
 #
 # Usage: tools/bench/run.sh [BUILD_DIR]
-# Environment: BENCH_OUT, BENCH_RUNS (default BUILD_DIR/bench-runs), SCN_* knobs
+# Environment: BENCH_OUT, BENCH_SVG, BENCH_JSON, BENCH_RUNS (default BUILD_DIR/bench-runs), SCN_* knobs
 build=$(cd "${1:-build}" && pwd) || exit 1
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -43,6 +46,22 @@ cuda=${CUDA_HOME:-/usr/local/cuda}
 cat "$report"
 echo
 echo "bench: written to $report"
+
+# the chart: the same rows, and a timeline of case B held_large from the
+# shim's JSON report, watching (UNSTALL_FIX=0: the runtime's own copy) and fixing
+tl=$out/timeline
+mkdir -p "$tl"
+for run in native unstall; do
+    [ $run = native ] && fix=0 || fix=1
+    env LD_PRELOAD="$build/libunstall.so" UNSTALL_FIX=$fix UNSTALL_REPORT="$tl/$run.json" \
+        timeout -k 10 300 "$build/gpu/case_b_pageable_h2d" held_large >"$tl/$run.out" 2>"$tl/$run.err"
+done
+about="$(nvidia-smi -L | wc -l) x $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)"
+about="$about$(sed -n 's/^- GPU 0 - GPU 1 link: \(.*\)/ (link \1)/p' "$report"), driver $(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1)"
+about="$about, $(sed -n 's/^- CUDA toolkit: /CUDA /p' "$report"), $(sed -n 's/^- commit: /commit /p' "$report"), $(sed -n 's/^- date: //p' "$report")"
+python3 "$here/chart.py" --native "$out/native" --shim "$out/shim" --timeline "$tl" --about "$about" \
+    --json "${BENCH_JSON:-$build/bench.json}" --svg "${BENCH_SVG:-$build/bench.svg}" &&
+    echo "bench: chart ${BENCH_SVG:-$build/bench.svg}, figures ${BENCH_JSON:-$build/bench.json}"
 echo
 echo "bench: small copies, 4 B to 256 MiB, natively and under the shim (tools/bench/smallcopy.sh)"
 sh "$here/smallcopy.sh" "$build" | tee "$build/smallcopy.md"

@@ -222,6 +222,67 @@ static void test_faults_peer_matrix(void **state)
     (void)cudaGetLastError();
 }
 
+/* The P2P attributes and PCI bus ids follow the matrix; "r" is capable but
+ * refuses cudaDeviceEnablePeerAccess (tools/p2pcheck's "refused" verdict). */
+static void test_faults_peer_attributes_and_refused_enable(void **state)
+{
+    (void)state;
+    int v = -1, can = -1;
+    setenv_reload("FAKECUDA_PEER_MATRIX", "0r,00");
+    CUDA_OK(cudaDeviceCanAccessPeer(&can, 0, 1));
+    assert_int_equal(can, 1);
+    CUDA_OK(cudaDeviceGetP2PAttribute(&v, cudaDevP2PAttrAccessSupported, 0, 1));
+    assert_int_equal(v, 1);
+    CUDA_OK(cudaDeviceGetP2PAttribute(&v, cudaDevP2PAttrNativeAtomicSupported, 0, 1));
+    assert_int_equal(v, 1);
+    CUDA_OK(cudaDeviceGetP2PAttribute(&v, cudaDevP2PAttrPerformanceRank, 0, 1));
+    assert_int_equal(v, 0);
+    CUDA_OK(cudaDeviceGetP2PAttribute(&v, cudaDevP2PAttrAccessSupported, 1, 0));
+    assert_int_equal(v, 0);
+    CUDA_OK(cudaDeviceGetP2PAttribute(&v, cudaDevP2PAttrNativeAtomicSupported, 1, 0));
+    assert_int_equal(v, 0);
+    assert_int_equal(cudaDeviceGetP2PAttribute(&v, cudaDevP2PAttrAccessSupported, 0, 0), cudaErrorInvalidDevice);
+    assert_int_equal(cudaDeviceGetP2PAttribute(&v, cudaDevP2PAttrAccessSupported, 0, 9), cudaErrorInvalidDevice);
+    CUDA_OK(cudaSetDevice(0));
+    assert_int_equal(cudaDeviceEnablePeerAccess(1, 0), cudaErrorPeerAccessUnsupported);
+
+    setenv("FAKECUDA_P2P_ATOMICS", "0", 1);
+    setenv("FAKECUDA_P2P_RANK", "2", 1);
+    setenv_reload("FAKECUDA_PEER_MATRIX", "01,10");
+    CUDA_OK(cudaDeviceGetP2PAttribute(&v, cudaDevP2PAttrNativeAtomicSupported, 1, 0));
+    assert_int_equal(v, 0);
+    CUDA_OK(cudaDeviceGetP2PAttribute(&v, cudaDevP2PAttrPerformanceRank, 1, 0));
+    assert_int_equal(v, 2);
+    unsetenv("FAKECUDA_P2P_ATOMICS");
+    unsetenv("FAKECUDA_P2P_RANK");
+    setenv_reload("FAKECUDA_PEER_MATRIX", NULL);
+
+    char bus[32];
+    CUDA_OK(cudaDeviceGetPCIBusId(bus, sizeof bus, 1));
+    assert_string_equal(bus, "0000:02:00.0"); /* pciBusID is device + 1 */
+    assert_int_equal(cudaDeviceGetPCIBusId(bus, 5, 1), cudaErrorInvalidValue);
+    assert_int_equal(cudaDeviceGetPCIBusId(bus, sizeof bus, 7), cudaErrorInvalidDevice);
+    (void)cudaGetLastError();
+}
+
+/* "h": cudaDeviceEnablePeerAccess never returns (seed 000's lock-up), so a
+ * tool must run it in a process it can kill. Checked in a child. */
+static int child_enable_hangs(void)
+{
+    (void)cudaSetDevice(1);
+    (void)cudaDeviceEnablePeerAccess(0, 0);
+    return 0; /* returned: the test fails */
+}
+
+static void test_faults_peer_enable_hangs(void **state)
+{
+    (void)state;
+    setenv("FAKECUDA_PEER_MATRIX", "01,h0", 1);
+    int rc = run_child("enable_hangs", 300);
+    unsetenv("FAKECUDA_PEER_MATRIX");
+    assert_int_equal(rc, -1); /* killed at the time limit */
+}
+
 /* FAKECUDA_DEVICES is read once, at first use: checked in a child process. */
 static int child_devices(void)
 {
@@ -244,7 +305,9 @@ static void test_faults_device_count(void **state)
 int main(int argc, char **argv)
 {
     if (argc == 3 && strcmp(argv[1], "--child") == 0)
-        return strcmp(argv[2], "devices") == 0 ? child_devices() : 127;
+        return strcmp(argv[2], "devices") == 0        ? child_devices()
+               : strcmp(argv[2], "enable_hangs") == 0 ? child_enable_hangs()
+                                                      : 127;
     setenv("FAKECUDA_FAULT_HOST_ALLOC", "2:1", 1);
     setenv("FAKECUDA_FAULT_EVENT_CREATE", "1:1:cudaErrorLaunchOutOfResources", 1);
     register_test_kernels();
@@ -254,6 +317,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_faults_async_error_on_stream),
         cmocka_unit_test(test_faults_bad_environment_warns_and_keeps_defaults),
         cmocka_unit_test(test_faults_peer_matrix),
+        cmocka_unit_test(test_faults_peer_attributes_and_refused_enable),
+        cmocka_unit_test(test_faults_peer_enable_hangs),
         cmocka_unit_test(test_faults_device_count),
     };
     return cmocka_run_group_tests_name("fakecuda faults", tests, NULL, NULL);

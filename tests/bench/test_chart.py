@@ -1,0 +1,150 @@
+"""tests/bench: tools/bench/chart.py from checked-in inputs: the H200 table
+(docs/measurements/h200x2-bench.md), RESULT lines written here, and a timeline
+pair of case B recorded on the simulated runtime (timeline-fakecuda/).
+
+Run: python3 -m unittest discover -s tests/bench
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+import xml.etree.ElementTree as ET
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+CHART = os.path.join(ROOT, "tools", "bench", "chart.py")
+TABLE = os.path.join(ROOT, "docs", "measurements", "h200x2-bench.md")
+TIMELINE = os.path.join(HERE, "timeline-fakecuda")
+SVG = "{http://www.w3.org/2000/svg}"
+
+sys.path.insert(0, os.path.dirname(CHART))
+import chart  # noqa: E402
+
+
+def chart_run(*args):
+    return subprocess.run([sys.executable, CHART] + list(args), capture_output=True, text=True)
+
+
+def rects(root, cls):
+    return [r for r in root.iter(SVG + "rect") if r.get("class") == cls]
+
+
+def texts(root, cls=None):
+    return [t.text for t in root.iter(SVG + "text") if cls is None or t.get("class") == cls]
+
+
+class FromTable(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.TemporaryDirectory()
+        cls.svg, cls.json = os.path.join(cls.dir.name, "c.svg"), os.path.join(cls.dir.name, "c.json")
+        r = chart_run("--from-table", TABLE, "--timeline", TIMELINE, "--about", "2 x H200, commit x",
+                      "--svg", cls.svg, "--json", cls.json)
+        assert r.returncode == 0, r.stderr
+        with open(cls.json) as f:
+            cls.fig = json.load(f)
+        cls.root = ET.parse(cls.svg).getroot()  # well-formed, or this raises
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.dir.cleanup()
+
+    def test_figures(self):
+        rows = {r["label"]: r for r in self.fig["rows"]}
+        self.assertEqual(len(rows), 18)
+        b = rows["B: 256 MiB pageable H2D throughput"]
+        self.assertEqual((b["native"], b["unstall"], b["unit"], b["better"]), (9.0, 31.3, "GB/s", "higher"))
+        self.assertAlmostEqual(b["ratio"], 31.3 / 9.0)
+        self.assertTrue(b["target_met"])
+        c = rows["C: launch latency of another thread during a 256 MiB pageable D2H loop (max)"]
+        self.assertEqual((c["native"], c["unstall"], c["unit"], c["better"]), (121, 657, "us", "lower"))
+        self.assertFalse(c["target_met"])
+        s = rows["C: seed 004 program (4 B D2H on stream 0)"]
+        self.assertEqual((s["native"], s["unstall"], s["ratio"]), ("deadlock", "completes", None))
+
+    def test_a_bar_per_number_and_the_ratios(self):
+        numeric = [i for i, r in enumerate(self.fig["rows"]) if isinstance(r["native"], float)]
+        self.assertEqual(len(numeric), 15)
+        for run in ("native", "unstall"):
+            bars = rects(self.root, f"bar {run}")
+            self.assertEqual(sorted(int(b.get("data-row")) for b in bars), numeric)
+        widths = {b.get("data-row"): float(b.get("width")) for b in rects(self.root, "bar unstall")}
+        native = {b.get("data-row"): float(b.get("width")) for b in rects(self.root, "bar native")}
+        row = str(next(i for i, r in enumerate(self.fig["rows"]) if r["label"] == "B: 256 MiB pageable H2D throughput"))
+        self.assertAlmostEqual(native[row] / widths[row], 9.0 / 31.3, places=2)  # scaled within the row
+        ratios = texts(self.root, "ratio")
+        self.assertIn("\u00d73.48 better", ratios)
+        self.assertIn("\u00d75.43 worse", ratios)
+        self.assertIn("\u00d70.0050 (201\u00d7 less)", ratios)
+        self.assertIn("unstall: completes", texts(self.root, "outcome unstall"))
+        self.assertIn("2 x H200, commit x", texts(self.root, "about"))
+
+    def test_timeline(self):
+        runs = self.fig["timeline"]["runs"]
+        for name in ("native", "unstall"):
+            r = runs[name]
+            copy = next(b for b in r["host"] if b["rule"] == "pageable_h2d" and b["start_ms"] == 0)
+            # the shim's held time of the copy agrees with the program's own measurement
+            self.assertAlmostEqual(copy["end_ms"], r["held_ms"], delta=0.05 * r["held_ms"] + 0.5)
+            self.assertEqual([b["end_ms"] for b in r["stream"]], [200.0, r["done_ms"]])
+        self.assertGreater(runs["native"]["held_ms"], 200)
+        self.assertLess(runs["unstall"]["held_ms"], 100)
+        self.assertEqual(runs["native"]["pipeline"], [])
+        self.assertEqual(len(runs["unstall"]["pipeline"]), 1)
+        self.assertEqual(len(rects(self.root, "tl stream")), 4)
+        self.assertEqual([b.get("data-run") for b in rects(self.root, "tl pipeline")], ["unstall"])
+        self.assertEqual({b.get("data-run") for b in rects(self.root, "tl host")}, {"native", "unstall"})
+
+    def test_redrawn_from_json(self):
+        with open(self.svg) as f:
+            first = f.read()
+        again = os.path.join(self.dir.name, "again.svg")
+        self.assertEqual(chart_run("--from-json", self.json, "--svg", again).returncode, 0)
+        with open(again) as f:
+            self.assertEqual(f.read(), first)
+
+
+class FromRuns(unittest.TestCase):
+    """RESULT lines as tests/gpu/runner.sh leaves them, two programs only."""
+
+    def test_rows_from_result_lines(self):
+        with tempfile.TemporaryDirectory() as d:
+            for run, held, gbps in (("native", 202.2, 9.0), ("shim", 0.722, 31.3)):
+                os.makedirs(os.path.join(d, run))
+                with open(os.path.join(d, run, "case_b.out"), "w") as f:
+                    f.write(f"RESULT case=B test=held_small bytes=16777216 kernel_ms=200 held_ms={held} ok=1\n"
+                            f"RESULT case=B test=throughput bytes=268435456 gbps={gbps} ok=1\n")
+                with open(os.path.join(d, run, "case_b.rc"), "w") as f:
+                    f.write("0\n")
+            out = os.path.join(d, "c.json")
+            svg = os.path.join(d, "c.svg")
+            r = chart_run("--native", os.path.join(d, "native"), "--shim", os.path.join(d, "shim"),
+                          "--json", out, "--svg", svg)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            with open(out) as f:
+                rows = {x["label"]: x for x in json.load(f)["rows"]}
+            held = rows["B: 16 MiB pageable H2D behind a 200 ms kernel, caller held"]
+            self.assertEqual((held["native"], held["unstall"], held["target_met"]), (202.2, 0.722, True))
+            self.assertEqual(rows["B: 256 MiB pageable H2D throughput"]["unstall"], 31.3)
+            self.assertIsNone(rows["E: legacy-stream kernel behind a ? ms kernel on a blocking stream: done at"]["native"])
+            self.assertEqual(len(rects(ET.parse(svg).getroot(), "bar native")), 2)
+
+    def test_no_figures_is_an_error(self):
+        with tempfile.TemporaryDirectory() as d:
+            r = chart_run("--native", d, "--shim", d)
+            self.assertEqual(r.returncode, 1)
+            self.assertIn("no figures", r.stderr)
+
+
+class Committed(unittest.TestCase):
+    def test_docs_chart_is_drawn_from_its_json(self):
+        with open(os.path.join(ROOT, "docs", "bench-chart.json")) as f:
+            fig = json.load(f)
+        with open(os.path.join(ROOT, "docs", "bench-chart.svg")) as f:
+            self.assertEqual(f.read(), chart.draw(fig), "docs/bench-chart.svg is stale: redraw it from its JSON")
+
+
+if __name__ == "__main__":
+    unittest.main()
