@@ -11,6 +11,13 @@ DEPS_INC  := $(wildcard .deps/include)
 CPPFLAGS  += -D_GNU_SOURCE -I$(CUDA_HOME)/include -Ishim/core $(addprefix -I,$(DEPS_INC))
 CFLAGS    ?= -O2 -g
 CFLAGS    += -std=c11 -Wall -Wextra -Werror -fPIC -pthread
+# SANITIZE=address,undefined or SANITIZE=thread (with a BUILD dir of its own):
+# every object, library and test program of the build gets the sanitizer
+# (make sanitize, tests/sanitize.sh).
+ifneq ($(SANITIZE),)
+SAN_FLAGS := -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recover=all
+CFLAGS    += $(SAN_FLAGS)
+endif
 SHIM_CFLAGS := $(CFLAGS) -fvisibility=hidden
 
 CORE_SRC  := $(wildcard shim/core/*.c)
@@ -38,7 +45,7 @@ SCN_DEPS  := $(SCN_COMMON) $(wildcard tests/scenarios/*.h)
 
 BENCH_SRC := $(wildcard tools/bench/*.c)
 
-.PHONY: all shim fakecuda scenarios check unit demo gpu-test bench deps clean docs
+.PHONY: all shim fakecuda scenarios check unit demo gpu-test bench deps clean docs test-bins sanitize
 all: shim fakecuda scenarios
 
 shim: $(SHIM)
@@ -55,7 +62,7 @@ $(BUILD)/shim/%.o: shim/%.c $(wildcard shim/core/*.h shim/core/*.def shim/entry/
 	$(CC) $(CPPFLAGS) $(SHIM_CFLAGS) -c $< -o $@
 
 $(SHIM): $(CORE_OBJ) $(ENTRY_OBJ)
-	$(CC) -shared -o $@ $^ -ldl -pthread -Wl,--no-undefined -Wl,-z,defs
+	$(CC) -shared $(SAN_FLAGS) -o $@ $^ -ldl -pthread -Wl,--no-undefined -Wl,-z,defs
 	@! readelf -d $@ | grep -q 'NEEDED.*libcudart' || (echo "error: $@ must not link libcudart" && rm -f $@ && false)
 
 $(CORE_LIB): $(CORE_OBJ)
@@ -74,7 +81,7 @@ $(BUILD)/tests/fakecuda/%.o: tests/fakecuda/%.c $(wildcard tests/fakecuda/*.h)
 
 $(FAKE_LIB): $(FAKE_OBJ) tests/fakecuda/libcudart.map
 	@mkdir -p $(FAKE_DIR)
-	$(CC) -shared -o $@ $(FAKE_OBJ) -Wl,-soname,libcudart.so.13 -Wl,--version-script=tests/fakecuda/libcudart.map -Wl,-Bsymbolic-functions -pthread -lm
+	$(CC) -shared $(SAN_FLAGS) -o $@ $(FAKE_OBJ) -Wl,-soname,libcudart.so.13 -Wl,--version-script=tests/fakecuda/libcudart.map -Wl,-Bsymbolic-functions -pthread -lm
 	ln -sf libcudart.so.13 $(FAKE_DIR)/libcudart.so
 
 $(BUILD)/fakecuda/test_%: tests/fakecuda/tests/test_%.c $(FAKE_LIB)
@@ -99,9 +106,16 @@ $(BUILD)/gpu/case_%: tests/scenarios/case_%.c $(SCN_DEPS) $(BUILD)/gpu/kernels.o
 	$(CC) $(CPPFLAGS) $(CFLAGS) -Itests/scenarios $< $(SCN_COMMON) $(BUILD)/gpu/kernels.o -o $@ -L$(CUDA_HOME)/lib64 -lcudart -lstdc++ -pthread -lm -Wl,-rpath,$(CUDA_HOME)/lib64
 
 # --- tests ------------------------------------------------------------------------
+test-bins: all $(CORE_LIB) $(UNIT_BIN) $(FAKE_TEST_BIN)
+
 check: deps
-	@$(MAKE) --no-print-directory all $(CORE_LIB) $(UNIT_BIN) $(FAKE_TEST_BIN)
+	@$(MAKE) --no-print-directory test-bins
 	@sh tests/run-all.sh $(BUILD)
+
+# the suites again under ASan+UBSan and under TSan, each in a build dir of its
+# own (build-asan, build-tsan); SANITIZERS="asan" runs one
+sanitize: deps
+	@sh tests/sanitize.sh $(SANITIZERS)
 
 unit: $(UNIT_BIN)
 	@for t in $(UNIT_BIN); do $$t || exit 1; done
