@@ -60,7 +60,8 @@ struct us_lane *us_lane_peer(cudaStream_t stream, int stream_device, int src_dev
 /* Lanes in the table (tests). */
 unsigned us_lanes_count(void);
 
-/* Tests: forget every lane (their streams, events and rings are leaked). */
+/* Tests: forget every lane; the lanes are freed, their streams, events and
+ * rings are left to the runtime that made them (the unit tests' fake). */
 void us_lanes_reset(void);
 
 #endif

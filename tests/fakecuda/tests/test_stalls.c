@@ -245,7 +245,16 @@ static int child_seed004(bool launch, bool pinned)
     if (cudaMemcpyAsync(h, d, sizeof *h, cudaMemcpyDeviceToHost, 0) != cudaSuccess)
         return 2;
     pthread_join(t, NULL);
-    return cudaDeviceSynchronize() == cudaSuccess ? 0 : 3;
+    int rc = cudaDeviceSynchronize() == cudaSuccess ? 0 : 3;
+    if (pinned)
+        cudaFreeHost(h);
+    else
+        free(h);
+    cudaFree(d);
+    cudaStreamDestroy(cpu_block);
+    cudaStreamDestroy(irrelevant);
+    cudaEventDestroy(unblock);
+    return rc;
 }
 
 static void test_stall_seed004_deadlock(void **state)
