@@ -276,6 +276,8 @@ static bool round_trips(int id)
         CHECK(bad < 0, "thread %d round %d: %zu bytes, byte %ld differs", id, round, n, bad);
     }
     CUDA(cudaStreamSynchronize(s));
+    free(h);
+    free(back);
     return true;
 }
 
@@ -350,6 +352,8 @@ static bool t_order(void)
     CUDA(cudaMemcpyAsync(b, a, n, cudaMemcpyDefault, s));
     CUDA(cudaDeviceSynchronize());
     CHECK(mismatch(b, n, 14) < 0, "%s", "cudaDeviceSynchronize returned before the peer copy landed");
+    free(h);
+    free(back);
     return true;
 }
 
@@ -424,6 +428,7 @@ static bool t_seed004(void)
     CUDA(cudaMemcpyAsync(h, d, sizeof(float), cudaMemcpyDeviceToHost, 0)); /* run.sh's watchdog: no hang */
     pthread_join(t, NULL);
     CHECK(*h == 42.0f, "%s", "data");
+    free(h);
     return true;
 }
 
@@ -448,6 +453,7 @@ static bool t_h2d_behind_kernel(void)
     }
     CUDA(cudaStreamSynchronize(s));
     CHECK(mismatch(d, n, 31) < 0, "%s", "data");
+    free(h);
     return true;
 }
 
@@ -544,6 +550,8 @@ static bool t_capture(void)
     CHECK(mismatch(back, n, 51) < 0, "%s", "D2H data");
     CUDA(cudaStreamSynchronize(s2));
     CHECK(mismatch(b, n, 51) < 0, "%s", "peer data");
+    free(h);
+    free(back);
     return true;
 }
 
@@ -585,6 +593,7 @@ static bool t_async_error(void)
     CUDA(cudaMemcpyPeerAsync(b, 1, a, 0, n, s));
     CUDA(cudaStreamSynchronize(s));
     CHECK(mismatch(b, n, 61) < 0, "%s", "data after the errors were cleared");
+    free(h);
     return true;
 }
 

@@ -479,7 +479,8 @@ static void test_stall_bandwidth_and_scale(void **state)
     setenv_reload("FAKECUDA_TIME_SCALE", NULL);
     setenv_reload("FAKECUDA_BW_PINNED", NULL);
     t = timed_pinned_h2d(&c); /* what is left is the memcpy itself */
-    assert_true(t < 70);
+    if (getenv("TEST_SANITIZER") == NULL) /* a sanitizer's memmove is slower */
+        assert_true(t < 70);
     CUDA_OK(cudaFreeHost(c.h));
     CUDA_OK(cudaFree(c.d));
 }
