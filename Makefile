@@ -43,6 +43,9 @@ SCN_BIN   := $(SCN_SRC:tests/scenarios/%.c=$(BUILD)/scenarios/%)
 SCN_GPU_BIN := $(SCN_SRC:tests/scenarios/%.c=$(BUILD)/gpu/%)
 SCN_DEPS  := $(SCN_COMMON) $(wildcard tests/scenarios/*.h)
 
+STRESS_SRC := tests/stress/stress.c
+STRESS_DEPS := $(STRESS_SRC) tests/stress/stress_kernels.h
+
 BENCH_SRC := $(wildcard tools/bench/*.c)
 
 .PHONY: all shim fakecuda scenarios check unit demo gpu-test bench deps clean docs test-bins sanitize
@@ -105,8 +108,20 @@ $(BUILD)/gpu/kernels.o: tests/scenarios/kernels.cu
 $(BUILD)/gpu/case_%: tests/scenarios/case_%.c $(SCN_DEPS) $(BUILD)/gpu/kernels.o
 	$(CC) $(CPPFLAGS) $(CFLAGS) -Itests/scenarios $< $(SCN_COMMON) $(BUILD)/gpu/kernels.o -o $@ -L$(CUDA_HOME)/lib64 -lcudart -lstdc++ -pthread -lm -Wl,-rpath,$(CUDA_HOME)/lib64
 
+# --- the random-copy stress (tests/stress): simulated runtime and real GPU --------
+$(BUILD)/stress/stress: $(STRESS_DEPS) tests/stress/stress_kernels_fake.c $(FAKE_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(STRESS_SRC) tests/stress/stress_kernels_fake.c -o $@ -L$(FAKE_DIR) -lcudart -pthread -lm
+
+$(BUILD)/gpu/stress_kernels.o: tests/stress/stress_kernels.cu tests/stress/stress_kernels.h
+	@mkdir -p $(dir $@)
+	$(NVCC) -O2 -arch=sm_90 -Xcompiler -fPIC -c $< -o $@
+
+$(BUILD)/gpu/stress: $(STRESS_DEPS) $(BUILD)/gpu/stress_kernels.o
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(STRESS_SRC) $(BUILD)/gpu/stress_kernels.o -o $@ -L$(CUDA_HOME)/lib64 -lcudart -lstdc++ -pthread -lm -Wl,-rpath,$(CUDA_HOME)/lib64
+
 # --- tests ------------------------------------------------------------------------
-test-bins: all $(CORE_LIB) $(UNIT_BIN) $(FAKE_TEST_BIN)
+test-bins: all $(CORE_LIB) $(UNIT_BIN) $(FAKE_TEST_BIN) $(BUILD)/stress/stress
 
 check: deps
 	@$(MAKE) --no-print-directory test-bins
@@ -126,7 +141,7 @@ docs:
 demo: deps
 	@sh tools/demo.sh $(BUILD)
 
-gpu-test: shim $(SCN_GPU_BIN)
+gpu-test: shim $(SCN_GPU_BIN) $(BUILD)/gpu/stress
 	@sh tests/gpu/run.sh $(BUILD)
 
 bench: shim $(SCN_GPU_BIN)

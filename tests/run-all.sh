@@ -40,6 +40,7 @@ suite gen-docs-check python3 tools/gen-docs --check
 [ -x tests/scenarios/run.sh ] && suite scenarios sh tests/scenarios/run.sh "$build"
 [ -x tests/shim/run.sh ] && suite shim sh tests/shim/run.sh "$build"
 [ -x tests/detect/run.sh ] && suite detect sh tests/detect/run.sh "$build"
+[ -x tests/stress/run.sh ] && suite stress sh tests/stress/run.sh "$build"
 
 echo "check: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -2,7 +2,7 @@
 # make gpu-test: on a GPU machine, the GPU builds of the scenario programs
 # (BUILD_DIR/gpu/case_*) natively, under the shim in pass-through mode
 # (UNSTALL_FIX=0) and fixing; then tests/torch/smoke.py natively and under
-# the shim in both modes. Checks data ok=1 everywhere and no extra failures
+# the shim in both modes; the random-copy stress (tests/stress/gpu.sh). Checks data ok=1 everywhere and no extra failures
 # in pass-through (tests/gpu/check.py), then prints the figures side by side
 # (tools/bench/table.py; make bench is the place for the performance table).
 # Needs gcc, nvcc and (for the smoke test) python3 with torch; no cmocka,
@@ -43,9 +43,14 @@ for mode in $modes; do
     echo "  $mode torch: exit $(cat "$dir/torch.rc")"
 done
 
+echo "gpu-test: random-copy stress (tests/stress/gpu.sh)"
+sh "$root/tests/stress/gpu.sh" "$build" "$out"
+stress_rc=$?
+
 echo
 python3 "$here/check.py" "$out"
 rc=$?
+[ "$stress_rc" -eq 0 ] || rc=1
 echo
 python3 "$root/tools/bench/table.py" --all "$out/native" "$out/shim" 2>/dev/null || true
 echo "gpu-test: outputs in $out"
