@@ -41,6 +41,7 @@ suite gen-docs-check python3 tools/gen-docs --check
 [ -x tests/shim/run.sh ] && suite shim sh tests/shim/run.sh "$build"
 [ -x tests/detect/run.sh ] && suite detect sh tests/detect/run.sh "$build"
 [ -x tests/stress/run.sh ] && suite stress sh tests/stress/run.sh "$build"
+[ -f tests/faults/run.py ] && suite faults python3 tests/faults/run.py "$build"
 
 echo "check: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
