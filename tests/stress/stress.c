@@ -179,7 +179,7 @@ static bool worker_setup(struct worker *w)
         b->device = -1;
         if (k == PINNED)
             CK(w, cudaMallocHost((void **)&b->p, buf_bytes));
-        else if ((b->p = aligned_alloc(4096, buf_bytes)) == NULL)
+        else if ((b->p = aligned_alloc(4096, (buf_bytes + 4095) & ~(size_t)4095)) == NULL) /* a multiple of the alignment */
             return false;
         if (k == REGISTERED)
             CK(w, cudaHostRegister(b->p, buf_bytes, cudaHostRegisterDefault));
