@@ -28,6 +28,7 @@ extern cudaError_t cudaMemcpyAsync_ptsz(void *dst, const void *src, size_t count
 #define CHUNK (256u << 10) /* run.sh sets UNSTALL_CHUNK_BYTES to this */
 
 static bool native;   /* PIPE_NATIVE=1: no shim */
+static bool sanitized; /* TEST_SANITIZER set (tests/sanitize.sh): speed-only checks are not judged */
 static int failures;
 static const char *current_test;
 static char failure[512];
@@ -378,7 +379,7 @@ static bool t_seed000(void)
     CUDA(cudaEventSynchronize(done_b));
     double done = now_ms() - t0;
     CHECK(mismatch(b1, n, 21) < 0, "%s", "stream B's data");
-    if (!native) {
+    if (!native && !sanitized) {
         CHECK(call_a < 100, "the copy behind the kernel held its caller %.1f ms", call_a);
         CHECK(done < 150, "the independent copy was done at %.1f ms (the kernel takes 300)", done);
     }
@@ -448,7 +449,7 @@ static bool t_h2d_behind_kernel(void)
     double held = now_ms() - t0;
     memset(h, 0, n); /* consumed */
     if (!native) {
-        CHECK(held < 150, "the caller was held %.1f ms behind a 300 ms kernel", held);
+        CHECK(sanitized || held < 150, "the caller was held %.1f ms behind a 300 ms kernel", held);
         CHECK(cudaStreamQuery(s) == cudaErrorNotReady, "%s", "the kernel was already done");
     }
     CUDA(cudaStreamSynchronize(s));
@@ -471,7 +472,7 @@ static bool t_deferred(void)
     CUDA(cudaMemcpyAsync(h, d, n, cudaMemcpyDeviceToHost, s));
     double held = now_ms() - t0;
     CUDA(cudaEventRecord(ev, s));
-    CHECK(held < 100, "the deferred copy held its caller %.1f ms", held);
+    CHECK(sanitized || held < 100, "the deferred copy held its caller %.1f ms", held);
     CHECK(cudaStreamQuery(s) == cudaErrorNotReady, "%s", "the stream is done before its kernel");
     CHECK(cudaEventQuery(ev) == cudaErrorNotReady, "%s", "the event is done before the kernel");
     CUDA(cudaEventSynchronize(ev));
@@ -700,6 +701,7 @@ static void run(const struct test *t)
 int main(int argc, char **argv)
 {
     native = getenv("PIPE_NATIVE") != NULL && strcmp(getenv("PIPE_NATIVE"), "1") == 0;
+    sanitized = getenv("TEST_SANITIZER") != NULL && *getenv("TEST_SANITIZER") != '\0';
     signal(SIGALRM, watchdog);
     register_kernels();
     cudaSetDevice(0);
