@@ -167,6 +167,8 @@ def main():
         with open(DOC, 'w') as f:
             f.write(table)
         print(f'faults: wrote {DOC}')
+    elif os.environ.get('TEST_SANITIZER'):
+        print(f'SKIP docs_faults_md_current: not under {os.environ["TEST_SANITIZER"]} (slower: polled counts differ)')
     else:
         current = open(DOC).read() if os.path.exists(DOC) else ''
         check('docs_faults_md_current', current == table,

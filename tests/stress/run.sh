@@ -73,12 +73,18 @@ for seed in ${STRESS_SEEDS:-1 2 3}; do
     run "shim.$seed" STRESS_SEED="$seed" STRESS_CROSS_LEGACY=0 LD_PRELOAD="$preload"
     judge "shim.$seed" 0
 done
-# the legacy stream's cross-device ordering: seed 1 mismatches without the fix
+# the legacy stream's cross-device ordering: seed 1 mismatches without the
+# fix; under a sanitizer, where the missing order is a data race by
+# construction (TSan reports it), only once fixed
 xfail=$((1 - cross_legacy_fixed))
-run native.cross_legacy STRESS_SEED=1 STRESS_CHAINS=60
-judge native.cross_legacy "$xfail"
-run shim.cross_legacy STRESS_SEED=1 STRESS_CHAINS=60 LD_PRELOAD="$preload"
-judge shim.cross_legacy "$xfail"
+if [ -n "${TEST_SANITIZER:-}" ] && [ "$xfail" = 1 ]; then
+    echo "SKIP cross_legacy: the known race, not under $TEST_SANITIZER until fixed"
+else
+    run native.cross_legacy STRESS_SEED=1 STRESS_CHAINS=60
+    judge native.cross_legacy "$xfail"
+    run shim.cross_legacy STRESS_SEED=1 STRESS_CHAINS=60 LD_PRELOAD="$preload"
+    judge shim.cross_legacy "$xfail"
+fi
 
 echo "stress: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
