@@ -66,13 +66,15 @@ def build(work):
     return lib, prog
 
 
-def run(prog, lib, extra):
+def run(prog, lib, extra, deferred=False):
     env = {k: v for k, v in os.environ.items() if not k.startswith(('UNSTALL_', 'FAKECUDA_', 'FAULT_'))}
     preload = ' '.join(filter(None, [os.environ.get('SAN_PRELOAD'), os.path.join(BUILD, 'libunstall.so'), lib]))
     env.update(LD_LIBRARY_PATH=os.path.join(BUILD, 'fakecuda'), LD_PRELOAD=preload,
                FAKECUDA_DEVICES='2', FAKECUDA_TIME_SCALE='0.1',
                UNSTALL_CHUNK_BYTES='256k', UNSTALL_SLOTS='4', UNSTALL_PEER_MIN_BYTES='0',
                UNSTALL_H2D_MIN_BYTES='0', UNSTALL_D2H_MIN_BYTES='0', UNSTALL_LOG_LEVEL='warn')
+    if deferred:
+        env['UNSTALL_D2H_DEFERRED'] = '1'
     env.update(extra)
     try:
         p = subprocess.run([prog], env=env, capture_output=True, text=True, timeout=TIMEOUT)
@@ -150,6 +152,29 @@ def main():
             if fn in POLLED and label == 'last':
                 outcome = 'depends on timing (polled); checked in every run'
             rows.append((fn, label, outcome))
+    # deferred D2H (option d2h_deferred) calls what the default does not
+    # (cudaLaunchHostFunc): those functions again, in that mode
+    deferred_counts_file = os.path.join(work, 'counts-deferred')
+    rc, out, err = run(prog, lib, {'FAULT_COUNTS': deferred_counts_file}, deferred=True)
+    outcome, problem = judge(rc, out, set())
+    check('clean_run_deferred', problem is None and outcome.startswith('every copy'), problem or err[-500:])
+    deferred_counts = {}
+    if os.path.exists(deferred_counts_file):
+        for line in open(deferred_counts_file):
+            name, n = line.split()
+            deferred_counts[name] = int(n)
+    for fn in defined:
+        n = deferred_counts.get(fn, 0)
+        if n == 0 or fn in never or fn in counts:
+            continue
+        for label, nth, count in (('1st', 1, 1), ('last', n, 1), ('all', 1, 0)):
+            if label == 'last' and n == 1:
+                continue
+            rc, out, err = run(prog, lib, {'FAULT_FN': fn, 'FAULT_NTH': str(nth), 'FAULT_COUNT': str(count)},
+                               deferred=True)
+            outcome, problem = judge(rc, out, {INJECTED})
+            check(f'{fn}.deferred.{label}', problem is None, f'{problem}; stderr: {err[-300:]}')
+            rows.append((fn, f'{label}, deferred D2H', outcome))
     for nth in ASYNC_NTHS:
         rc, out, err = run(prog, lib, {'FAKECUDA_FAULT_ASYNC': f'{nth}:1'})
         outcome, problem = judge(rc, out, {ASYNC})
@@ -188,8 +213,9 @@ def render(rows, counts):
         'under the shim with 256 KiB chunks and 4 slots on the simulated runtime (2 devices, no peer',
         'access). `libfaultinject.so` (`tests/faults/inject.c`), preloaded after the shim, fails the',
         'shim\'s own calls of one function with `cudaErrorMemoryAllocation`: the first call, the last',
-        'one the clean run made, or every call. The asynchronous rows fail the nth operation queued on',
-        'any stream (fakecuda\'s `FAKECUDA_FAULT_ASYNC`).',
+        'one the clean run made, or every call. Functions only deferred D2H calls',
+        '(`UNSTALL_D2H_DEFERRED=1`) are failed in that mode. The asynchronous rows fail the nth',
+        'operation queued on any stream (fakecuda\'s `FAKECUDA_FAULT_ASYNC`).',
         '',
         'Accepted outcomes: the copy succeeds with the right data (the shim went native or',
         'recovered), or the copy or its synchronization returns the injected error (for an',
