@@ -28,13 +28,13 @@ for san in $sanitizers; do
         *) echo "sanitize: unknown sanitizer $san (asan, tsan)" >&2; exit 2 ;;
     esac
     echo "== $san: building $build"
-    if ! make --no-print-directory -j2 BUILD="$build" SANITIZE="$flags" test-bins >"$build.make.log" 2>&1; then
-        tail -20 "$build.make.log"
+    mkdir -p "$build"
+    if ! make --no-print-directory -j2 BUILD="$build" SANITIZE="$flags" test-bins >"$build/make.log" 2>&1; then
+        tail -20 "$build/make.log"
         echo "FAIL $san.build"
         failed=$((failed + 1))
         continue
     fi
-    rm -f "$build.make.log"
     reports=$top/$build/sanitizer-reports
     rm -rf "$reports" && mkdir -p "$reports"
     # the runtime first in LD_PRELOAD wherever a run script preloads the shim;
