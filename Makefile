@@ -11,6 +11,13 @@ DEPS_INC  := $(wildcard .deps/include)
 CPPFLAGS  += -D_GNU_SOURCE -I$(CUDA_HOME)/include -Ishim/core $(addprefix -I,$(DEPS_INC))
 CFLAGS    ?= -O2 -g
 CFLAGS    += -std=c11 -Wall -Wextra -Werror -fPIC -pthread
+# SANITIZE=address,undefined or SANITIZE=thread (with a BUILD dir of its own):
+# every object, library and test program of the build gets the sanitizer
+# (make sanitize, tests/sanitize.sh).
+ifneq ($(SANITIZE),)
+SAN_FLAGS := -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recover=all
+CFLAGS    += $(SAN_FLAGS)
+endif
 SHIM_CFLAGS := $(CFLAGS) -fvisibility=hidden
 
 CORE_SRC  := $(wildcard shim/core/*.c)
@@ -52,7 +59,10 @@ BENCH_SRC := $(wildcard tools/bench/*.c)
 P2P_PROBE      := $(BUILD)/p2pcheck/probe
 P2P_FAKE_PROBE := $(BUILD)/p2pcheck/fake/probe
 
-.PHONY: all shim fakecuda scenarios check unit demo gpu-test bench compat deps clean docs
+STRESS_SRC := tests/stress/stress.c
+STRESS_DEPS := $(STRESS_SRC) tests/stress/stress_kernels.h
+
+.PHONY: all shim fakecuda scenarios check unit demo gpu-test bench compat deps clean docs test-bins sanitize
 all: shim fakecuda scenarios
 
 shim: $(SHIM)
@@ -69,7 +79,7 @@ $(BUILD)/shim/%.o: shim/%.c $(wildcard shim/core/*.h shim/core/*.def shim/entry/
 	$(CC) $(CPPFLAGS) $(SHIM_CFLAGS) -c $< -o $@
 
 $(SHIM): $(CORE_OBJ) $(ENTRY_OBJ)
-	$(CC) -shared -o $@ $^ -ldl -pthread -Wl,--no-undefined -Wl,-z,defs
+	$(CC) -shared $(SAN_FLAGS) -o $@ $^ -ldl -pthread -Wl,--no-undefined -Wl,-z,defs
 	@! readelf -d $@ | grep -q 'NEEDED.*libcudart' || (echo "error: $@ must not link libcudart" && rm -f $@ && false)
 
 $(CORE_LIB): $(CORE_OBJ)
@@ -88,7 +98,7 @@ $(BUILD)/tests/fakecuda/%.o: tests/fakecuda/%.c $(wildcard tests/fakecuda/*.h)
 
 $(FAKE_LIB): $(FAKE_OBJ) tests/fakecuda/libcudart.map
 	@mkdir -p $(FAKE_DIR)
-	$(CC) -shared -o $@ $(FAKE_OBJ) -Wl,-soname,libcudart.so.13 -Wl,--version-script=tests/fakecuda/libcudart.map -Wl,-Bsymbolic-functions -pthread -lm
+	$(CC) -shared $(SAN_FLAGS) -o $@ $(FAKE_OBJ) -Wl,-soname,libcudart.so.13 -Wl,--version-script=tests/fakecuda/libcudart.map -Wl,-Bsymbolic-functions -pthread -lm
 	ln -sf libcudart.so.13 $(FAKE_DIR)/libcudart.so
 
 $(BUILD)/fakecuda/test_%: tests/fakecuda/tests/test_%.c $(FAKE_LIB)
@@ -152,11 +162,29 @@ $(P2P_PROBE): tools/p2pcheck-probe.c
 
 .PHONY: p2pcheck
 p2pcheck: $(P2P_PROBE) shim
+# --- the random-copy stress (tests/stress): simulated runtime and real GPU --------
+$(BUILD)/stress/stress: $(STRESS_DEPS) tests/stress/stress_kernels_fake.c $(FAKE_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(STRESS_SRC) tests/stress/stress_kernels_fake.c -o $@ -L$(FAKE_DIR) -lcudart -pthread -lm
+
+$(BUILD)/gpu/stress_kernels.o: tests/stress/stress_kernels.cu tests/stress/stress_kernels.h
+	@mkdir -p $(dir $@)
+	$(NVCC) -O2 -arch=sm_90 -Xcompiler -fPIC -c $< -o $@
+
+$(BUILD)/gpu/stress: $(STRESS_DEPS) $(BUILD)/gpu/stress_kernels.o
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(STRESS_SRC) $(BUILD)/gpu/stress_kernels.o -o $@ -L$(CUDA_HOME)/lib64 -lcudart -lstdc++ -pthread -lm -Wl,-rpath,$(CUDA_HOME)/lib64
 
 # --- tests ------------------------------------------------------------------------
+test-bins: all $(CORE_LIB) $(UNIT_BIN) $(FAKE_TEST_BIN) $(BUILD)/stress/stress $(CONF_BIN) $(CAPTURE_BIN) $(P2P_FAKE_PROBE)
+
 check: deps
-	@$(MAKE) --no-print-directory all $(CORE_LIB) $(UNIT_BIN) $(FAKE_TEST_BIN) $(CONF_BIN) $(CAPTURE_BIN) $(P2P_FAKE_PROBE)
+	@$(MAKE) --no-print-directory test-bins
 	@sh tests/run-all.sh $(BUILD)
+
+# the suites again under ASan+UBSan and under TSan, each in a build dir of its
+# own (build-asan, build-tsan); SANITIZERS="asan" runs one
+sanitize: deps
+	@sh tests/sanitize.sh $(SANITIZERS)
 
 unit: $(UNIT_BIN)
 	@for t in $(UNIT_BIN); do $$t || exit 1; done
@@ -167,7 +195,7 @@ docs:
 demo: deps
 	@sh tools/demo.sh $(BUILD)
 
-gpu-test: shim $(SCN_GPU_BIN) $(CONF_GPU_BIN) $(CAPTURE_GPU_BIN)
+gpu-test: shim $(SCN_GPU_BIN) $(CONF_GPU_BIN) $(CAPTURE_GPU_BIN) $(BUILD)/gpu/stress
 	@sh tests/gpu/run.sh $(BUILD)
 
 # NVIDIA cuda-samples natively and under the shim (GPU; CUDA_SAMPLES=checkout)

@@ -1,6 +1,8 @@
 #!/bin/sh
 # Runs every test suite that needs no GPU and prints one closing line
 # "check: N passed, M failed" (test cases, summed over the suites).
+# Environment: SKIP_SUITES  names of suites not to run; CHECK_SANITIZE=0
+# leaves out the sanitizer passes (tests/sanitize.sh, make sanitize).
 # Usage: tests/run-all.sh BUILD_DIR
 build=${1:-build}
 passed=0
@@ -26,6 +28,7 @@ tally() { # name, exit code
 
 suite() { # name, command...
     name=$1; shift
+    case " ${SKIP_SUITES:-} " in *" $name "*) echo "skip  $name"; return ;; esac
     "$@" >"$log" 2>&1
     tally "$name" $?
 }
@@ -50,6 +53,11 @@ if [ -x tests/conformance/run.sh ]; then
         sh tests/conformance/run.sh "$build/conformance/fake"
 fi
 [ -x tests/capture/run.sh ] && suite capture sh tests/capture/run.sh "$build" fake
+[ -x tests/stress/run.sh ] && suite stress sh tests/stress/run.sh "$build"
+[ -f tests/faults/run.py ] && suite faults python3 tests/faults/run.py "$build"
+[ -x tests/fuzz/run.sh ] && suite fuzz sh tests/fuzz/run.sh "$build"
+# the suites again under ASan+UBSan and TSan (not from inside that run)
+[ -z "${TEST_SANITIZER:-}" ] && [ "${CHECK_SANITIZE:-1}" != 0 ] && suite sanitize sh tests/sanitize.sh
 
 echo "check: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

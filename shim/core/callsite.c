@@ -508,8 +508,16 @@ __attribute__((noinline)) void us_callsite_capture(struct us_site *site, int max
     uintptr_t lo, hi;
     us_callsite_self_range(&lo, &hi);
     /* buf[0] is this function, buf[1] us_site_capture (findings.c), which
-     * calls it as a non-tail call; then the shim's own leading frames */
+     * calls it as a non-tail call; then the shim's own leading frames. A
+     * sanitizer's backtrace interceptor adds a frame of its own in front:
+     * start after the return into us_site_capture, wherever it is. */
+    void *into_site_capture = __builtin_return_address(0);
     int i = 2;
+    for (int k = 0; k < n && k < 4; k++)
+        if (buf[k] == into_site_capture) {
+            i = k + 1;
+            break;
+        }
     while (i < n && (uintptr_t)buf[i] >= lo && (uintptr_t)buf[i] < hi)
         i++;
     int depth = 0;

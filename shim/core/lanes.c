@@ -304,7 +304,19 @@ unsigned us_lanes_count(void)
 void us_lanes_reset(void)
 {
     pthread_mutex_lock(&lanes.mu);
-    HASH_CLEAR(hh, lanes.table);
+    /* the lanes' memory goes; their streams, events and rings are the (fake)
+     * runtime's to free */
+    struct us_lane *l, *tmp;
+    HASH_ITER(hh, lanes.table, l, tmp) {
+        HASH_DEL(lanes.table, l);
+        pthread_mutex_destroy(&l->mu);
+        free(l);
+    }
+    for (l = lanes.spares; l != NULL; l = tmp) {
+        tmp = l->hh.next;
+        pthread_mutex_destroy(&l->mu);
+        free(l);
+    }
     lanes.spares = NULL;
     lanes.spare_ring = NULL;
     lanes.count = 0;

@@ -69,7 +69,8 @@ void us_lanes_forget_device(int device);
 /* Lanes in the table (tests). */
 unsigned us_lanes_count(void);
 
-/* Tests: forget every lane (their streams, events and rings are leaked). */
+/* Tests: forget every lane; the lanes are freed, their streams, events and
+ * rings are left to the runtime that made them (the unit tests' fake). */
 void us_lanes_reset(void);
 
 #endif

@@ -242,6 +242,11 @@ void us_staging_forget_device(int device)
 void us_staging_reset(void)
 {
     pthread_mutex_lock(&pool.mu);
+    /* the bookkeeping goes; the pinned memory is the (fake) runtime's to free */
+    for (struct block *b = pool.head, *next; b != NULL; b = next) {
+        next = b->next;
+        free(b);
+    }
     pool.head = pool.tail = NULL;
     atomic_store(&slot_bytes_fixed, 0);
     atomic_store(&pinned_bytes, 0);

@@ -101,7 +101,8 @@ void us_staging_release(struct us_slot *const *slots, unsigned n, const int *pen
 /* Pinned bytes allocated so far (rings and slots). */
 size_t us_staging_pinned_bytes(void);
 
-/* Tests: forget every block and slot (their memory is leaked, not freed). */
+/* Tests: forget every block and slot; their bookkeeping is freed, the pinned
+ * memory is left to the runtime that allocated it (the unit tests' fake). */
 void us_staging_reset(void);
 
 #endif

@@ -162,7 +162,9 @@ def run(label, argv, shim, extra=None):
     if shim:
         shutil.rmtree(rdir, ignore_errors=True)
         os.makedirs(rdir)
-        extra.update(LD_PRELOAD=SHIM, UNSTALL_REPORT=os.path.join(rdir, 'report-%p.json'))
+        # a sanitized build (tests/sanitize.sh): its runtime first
+        preload = ' '.join(filter(None, [os.environ.get('SAN_PRELOAD'), SHIM]))
+        extra.update(LD_PRELOAD=preload, UNSTALL_REPORT=os.path.join(rdir, 'report-%p.json'))
     try:
         p = subprocess.run(argv, env=clean_env(extra), capture_output=True, text=True, timeout=60)
         rc, out, err = p.returncode, p.stdout, p.stderr

@@ -220,6 +220,7 @@ SITUATION(fire_pageable_h2d)
     CK(cudaMemcpyAsync(dev_small, host, SMALL_H2D, cudaMemcpyDefault, s));
     expect_pattern(download(dev, BIG, s), BIG, 1, "pageable H2D");
     expect_pattern(download(dev_small, SMALL_H2D, s), SMALL_H2D, 1, "small pageable H2D");
+    free(host);
 }
 
 /* twin: the same copies from pinned (cudaMallocHost) and registered
@@ -252,6 +253,8 @@ SITUATION(fire_pageable_d2h)
     wait_stream(s);
     expect_pattern(host, BIG, 3, "pageable D2H");
     expect_pattern(tiny, TINY_D2H, 3, "4-byte pageable D2H");
+    free(host);
+    free(tiny);
 }
 
 /* twin: into pinned and registered memory */
@@ -312,6 +315,7 @@ SITUATION(fire_sync_memcpy_2d)
     for (size_t r = 0; r < height; r++)
         if (memcmp(back + r * pitch, want + r * pitch, width) != 0)
             fail("cudaMemcpy2D round trip differs");
+    free(want);
 }
 
 /* sync_memset: cudaMemset of device memory (legacy stream, no blocking

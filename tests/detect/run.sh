@@ -28,7 +28,7 @@ mkdir -p "$work"
 # -rdynamic: the situation functions get names in the report's call sites;
 # no sibling calls: the call under test stays in its situation's frame
 if ! ${CC:-gcc} -std=c11 -D_GNU_SOURCE -O1 -g -fno-optimize-sibling-calls -rdynamic \
-    -Wall -Wextra -Werror -Wmissing-prototypes -I"$cuda/include" -I"$here/../fakecuda" \
+    -Wall -Wextra -Werror -Wmissing-prototypes $SAN_CFLAGS -I"$cuda/include" -I"$here/../fakecuda" \
     -o "$prog" "$here/rules_prog.c" -L"$fake" -lcudart; then
     echo "FAIL build: tests/detect/rules_prog.c does not compile"
     echo "detect: 0 passed, 1 failed"

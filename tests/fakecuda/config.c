@@ -163,5 +163,7 @@ void fc_config_load(int devices)
     if (devices > 0)
         c->devices = devices;
     read_peer_matrix(c);
-    atomic_store(&current, c); /* the previous copy stays allocated: readers may hold it */
+    /* the previous copy stays allocated (readers may hold it), reachable
+     * from the new one: a reload is not a leak */
+    c->previous = atomic_exchange(&current, c);
 }

@@ -27,6 +27,7 @@
 /* --- configuration (config.c) ------------------------------------------------ */
 
 struct fc_config {
+    const struct fc_config *previous; /* the one this replaced (kept: readers may hold it) */
     int devices;                   /* fixed at first use */
     double time_scale;
     double bw_pinned, bw_pageable, bw_d2d, bw_peer, bw_staged; /* GB/s */

@@ -3,7 +3,8 @@
 # (BUILD_DIR/gpu/case_*) natively, under the shim in pass-through mode
 # (UNSTALL_FIX=0) and fixing; then tests/torch/smoke.py natively and under
 # the shim in both modes; the conformance programs (tests/conformance, BUILD_DIR/
-# conformance/gpu) natively and under the shim against tests/conformance/expected.txt; and tests/gpu/device_reset.c in every mode.
+# conformance/gpu) natively and under the shim against tests/conformance/expected.txt;
+# tests/gpu/device_reset.c in every mode; the random-copy stress (tests/stress/gpu.sh).
 # Checks data ok=1 everywhere and no extra failures
 # in pass-through (tests/gpu/check.py), then prints the figures side by side
 # (tools/bench/table.py; make bench is the place for the performance table).
@@ -85,12 +86,17 @@ sh "$root/tests/capture/run.sh" "$build" gpu >"$out/capture.txt" 2>&1
 capture_rc=$?
 grep -v '^PASS' "$out/capture.txt"
 
+echo "gpu-test: random-copy stress (tests/stress/gpu.sh)"
+sh "$root/tests/stress/gpu.sh" "$build" "$out"
+stress_rc=$?
+
 echo
 python3 "$here/check.py" "$out"
 rc=$?
 [ "$conf_rc" -ne 0 ] && rc=1
 [ $capture_rc -eq 0 ] || rc=1
 [ "$reset_rc" -eq 0 ] || rc=1
+[ "$stress_rc" -eq 0 ] || rc=1
 echo
 python3 "$root/tools/bench/table.py" --all "$out/native" "$out/shim" 2>/dev/null || true
 echo "gpu-test: outputs in $out"

@@ -13,6 +13,9 @@ here=$(cd "$(dirname "$0")" && pwd)
 cuda=${CUDA_HOME:-/usr/local/cuda}
 shim=$build/libunstall.so
 fake=$build/fakecuda
+# a sanitized build (tests/sanitize.sh) needs its sanitizer's runtime first in
+# LD_PRELOAD (SAN_PRELOAD) and its flags on the test programs (SAN_CFLAGS)
+preload="${SAN_PRELOAD:+$SAN_PRELOAD }$shim"
 passed=0 failed=0
 
 pass() { echo "PASS $1"; passed=$((passed + 1)); }
@@ -32,7 +35,7 @@ fi
 # a directory of its own: runs at the same time do not share a binary
 work=$(mktemp -d "$build/pipeline-tests.XXXXXX") || exit 1
 prog=$work/pipe_tests
-if ! ${CC:-gcc} -std=c11 -D_GNU_SOURCE -O1 -g -Wall -Wextra -Werror -I"$cuda/include" -I"$here/../fakecuda" \
+if ! ${CC:-gcc} -std=c11 -D_GNU_SOURCE -O1 -g -Wall -Wextra -Werror $SAN_CFLAGS -I"$cuda/include" -I"$here/../fakecuda" \
     -o "$prog" "$here/pipe_tests.c" -L"$fake" -lcudart -pthread; then
     fail build "pipe_tests.c does not compile"
     finish
@@ -71,7 +74,7 @@ native() {
 shimmed() {
     label=$1
     shift
-    run "$label" LD_LIBRARY_PATH="$fake" LD_PRELOAD="$shim" "$@"
+    run "$label" LD_LIBRARY_PATH="$fake" LD_PRELOAD="$preload" "$@"
 }
 # label, text, lines expected in the run's stderr
 expect_log() {

@@ -39,6 +39,13 @@ class Checks:
         self.failed = 0
 
     def check(self, name, ok, why=""):
+        # Under a sanitizer (tests/sanitize.sh sets TEST_SANITIZER) every
+        # memmove is instrumented and threads run several times slower: the
+        # stalls' timings are not judged there (make check judges them), what
+        # ran, data, order and pass-through still are.
+        if os.environ.get("TEST_SANITIZER") and name.startswith(("stall.", "fixed.", "clean.")):
+            self.skip(name, f"timing, not judged under {os.environ['TEST_SANITIZER']}")
+            return
         if ok:
             print(f"PASS {name}")
             self.passed += 1

@@ -18,6 +18,9 @@ here=$(cd "$(dirname "$0")" && pwd)
 shim=$build/libunstall.so
 fake=$build/fakecuda
 out=$build/scenario-runs
+# a sanitized build (tests/sanitize.sh) needs its sanitizer's runtime first in
+# LD_PRELOAD (SAN_PRELOAD)
+preload="${SAN_PRELOAD:+$SAN_PRELOAD }$shim"
 modes=${SCN_MODES:-native fix0 disabled shim}
 
 export SCN_QUICK=${SCN_QUICK:-1}
@@ -47,9 +50,9 @@ run() {
     mkdir -p "$dir"
     case $mode in
         native) set -- env "$@" ;;
-        fix0) set -- env LD_PRELOAD="$shim" UNSTALL_FIX=0 "$@" ;;
-        disabled) set -- env LD_PRELOAD="$shim" UNSTALL_DISABLE=1 "$@" ;;
-        shim) set -- env LD_PRELOAD="$shim" "$@" ;;
+        fix0) set -- env LD_PRELOAD="$preload" UNSTALL_FIX=0 "$@" ;;
+        disabled) set -- env LD_PRELOAD="$preload" UNSTALL_DISABLE=1 "$@" ;;
+        shim) set -- env LD_PRELOAD="$preload" "$@" ;;
         *) echo "unknown mode $mode" >&2; return ;;
     esac
     LD_LIBRARY_PATH="$fake" timeout -k 5 120 "$@" >"$dir/$name.out" 2>"$dir/$name.err"

@@ -11,7 +11,7 @@
         cudaError_t err_ = (call);                                                  \
         if (err_ != cudaSuccess) {                                                  \
             printf("prog_copies: %s failed: %s (%d)\n", #call, cudaGetErrorName(err_), (int)err_); \
-            return 1;                                                               \
+            exit(1);                                                                \
         }                                                                           \
     } while (0)
 
@@ -31,7 +31,7 @@ int main(int argc, char **argv)
     CHECK(cudaStreamSynchronize(stream));
     if (memcmp(src, back, bytes) != 0) {
         printf("prog_copies: pageable round trip differs\n");
-        return 1;
+        exit(1); /* not return: the buffers stay reachable for LeakSanitizer */
     }
     memset(back, 0, bytes);
     CHECK(cudaMemcpy(dev, src, bytes, cudaMemcpyDefault));
@@ -39,7 +39,7 @@ int main(int argc, char **argv)
     CHECK(cudaStreamSynchronize(stream));
     if (memcmp(src, pinned, bytes) != 0) {
         printf("prog_copies: pinned round trip differs\n");
-        return 1;
+        exit(1); /* not return: the buffers stay reachable for LeakSanitizer */
     }
     CHECK(cudaStreamDestroy(stream));
     CHECK(cudaFreeHost(pinned));

@@ -35,5 +35,7 @@ int main(int argc, char **argv)
         printf("prog_fork: parent copy after fork failed\n");
         return 1;
     }
+    free(host);
+    cudaFree(dev);
     return WIFEXITED(status) ? WEXITSTATUS(status) : 3;
 }

@@ -39,6 +39,10 @@ static unsigned nevents;
 static _Thread_local int current_device;
 static _Thread_local enum cudaStreamCaptureMode capture_mode = cudaStreamCaptureModeGlobal;
 static unsigned not_relaxed;
+/* pinned memory handed out since the last reset, freed by the next one */
+#define FAKE_MAX_HOST_ALLOCS 4096
+static void *host_allocs[FAKE_MAX_HOST_ALLOCS];
+static unsigned nhost_allocs;
 
 static struct {
     unsigned calls;      /* of this function so far */
@@ -140,9 +144,12 @@ static cudaError_t f_cudaHostAlloc(void **p, size_t size, unsigned flags)
     cudaError_t err = note(FAKE_cudaHostAlloc, NULL, NULL, NULL, NULL, size);
     if (err != cudaSuccess)
         return err;
+    if (nhost_allocs == FAKE_MAX_HOST_ALLOCS)
+        return cudaErrorMemoryAllocation;
     *p = aligned_alloc(4096, (size + 4095) & ~(size_t)4095);
     if (*p == NULL)
         return cudaErrorMemoryAllocation;
+    host_allocs[nhost_allocs++] = *p;
     fake_cuda.host_alloc_bytes += size;
     fake_cuda.host_alloc_flags = flags;
     return cudaSuccess;
@@ -323,6 +330,11 @@ static struct us_real_api table;
 
 void fake_cuda_reset(void)
 {
+    /* the shim's modules are reset after this: nothing uses the old pinned
+     * memory any more */
+    for (unsigned i = 0; i < nhost_allocs; i++)
+        free(host_allocs[i]);
+    nhost_allocs = 0;
     memset(&fake_cuda, 0, sizeof fake_cuda);
     fake_cuda.devices = 2;
     memset(streams, 0, sizeof streams);

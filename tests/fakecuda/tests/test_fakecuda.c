@@ -452,7 +452,7 @@ static void test_fakecuda_cross_stream_wait(void **state)
     CUDA_OK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
     CUDA_OK(cudaMalloc((void **)&d, N));
     CUDA_OK(cudaMallocHost((void **)&h, N));
-    CUDA_OK(cudaMemset(d, 0, N));
+    CUDA_OK(cudaMemsetAsync(d, 0, N, a)); /* on a: the legacy stream would not order a non-blocking stream */
     CUDA_OK(launch_fill(a, d, 9, N, 80));
     CUDA_OK(cudaEventRecord(e, a));
     CUDA_OK(cudaStreamWaitEvent(b, e, 0));

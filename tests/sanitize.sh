@@ -1,0 +1,83 @@
+#!/bin/sh
+# make sanitize: the suites again with the shim, the simulated runtime and
+# every test program built under a sanitizer, each in a build dir of its own:
+#   asan  AddressSanitizer + UndefinedBehaviorSanitizer, leak checking on (build-asan)
+#   tsan  ThreadSanitizer (build-tsan)
+# A run is clean when every suite passes and no sanitizer wrote a report: the
+# reports go to files (log_path), so one is caught also where a test expects
+# its program to fail or kills it. Prints the reports' summaries and a last
+# line "sanitize: N passed, M failed" (the suites' test cases plus one per
+# report).
+#
+# Usage: tests/sanitize.sh [asan] [tsan]   (default both)
+# Environment: SAN_SCENARIO_MODES  the scenario modes run under a sanitizer
+#   (default "native shim" under ASan, "shim" under TSan: the pass-through
+#   modes fix0 and disabled run the same code paths as native plus the shim's
+#   hooks, which "shim" covers, and are left to `make check` to keep the
+#   sanitized passes within minutes)
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top" || exit 1
+sanitizers=${*:-asan tsan}
+passed=0 failed=0
+
+for san in $sanitizers; do
+    build=build-$san
+    case $san in
+        asan) flags=address,undefined runtime=libasan.so ;;
+        tsan) flags=thread runtime=libtsan.so ;;
+        *) echo "sanitize: unknown sanitizer $san (asan, tsan)" >&2; exit 2 ;;
+    esac
+    echo "== $san: building $build"
+    mkdir -p "$build"
+    if ! make --no-print-directory -j2 BUILD="$build" SANITIZE="$flags" test-bins >"$build/make.log" 2>&1; then
+        tail -20 "$build/make.log"
+        echo "FAIL $san.build"
+        failed=$((failed + 1))
+        continue
+    fi
+    reports=$top/$build/sanitizer-reports
+    rm -rf "$reports" && mkdir -p "$reports"
+    # the runtime first in LD_PRELOAD wherever a run script preloads the shim;
+    # the test programs the scripts compile get the same flags
+    SAN_PRELOAD=$(${CC:-gcc} -print-file-name=$runtime)
+    SAN_CFLAGS="-fsanitize=$flags -fno-omit-frame-pointer -fno-sanitize-recover=all"
+    export SAN_PRELOAD SAN_CFLAGS
+    export ASAN_OPTIONS="detect_leaks=1:halt_on_error=1:log_path=$reports/asan"
+    export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:log_path=$reports/ubsan"
+    export TSAN_OPTIONS="halt_on_error=0:second_deadlock_stack=1:log_path=$reports/tsan"
+    export TEST_SANITIZER=$san # tests skip what they judge by speed alone
+    export SCN_MODES="${SAN_SCENARIO_MODES:-native shim}"
+    # nothing sanitized in the Python-only suites, and fuzz sanitizes itself.
+    # Under TSan, to keep make check within minutes, the detection suite
+    # (about 150 program runs of single-threaded finding logic) and fault
+    # injection (60 runs of error paths) are left to the ASan pass, and the
+    # scenarios run under the shim only (natively they test fakecuda alone,
+    # which its own suites cover)
+    SKIP_SUITES="gen-docs-check unstall-report fuzz"
+    if [ "$san" = tsan ]; then
+        SKIP_SUITES="$SKIP_SUITES detect faults"
+        SCN_MODES=${SAN_SCENARIO_MODES:-shim}
+    fi
+    export SKIP_SUITES
+    out=$(sh tests/run-all.sh "$build")
+    rc=$?
+    echo "$out" | grep -v '^check: '
+    p=$(echo "$out" | sed -n 's/^check: \([0-9]*\) passed, [0-9]* failed$/\1/p')
+    f=$(echo "$out" | sed -n 's/^check: [0-9]* passed, \([0-9]*\) failed$/\1/p')
+    p=${p:-0} f=${f:-0}
+    [ "$rc" -ne 0 ] && [ "$f" -eq 0 ] && f=1
+    passed=$((passed + p)) failed=$((failed + f))
+    n=0
+    for r in "$reports"/*; do
+        [ -f "$r" ] || continue
+        n=$((n + 1))
+        echo "FAIL $san.report $(basename "$r"): $(grep -m1 -E 'SUMMARY|runtime error' "$r")"
+        grep -m1 -A12 -E '^(WARNING|ERROR): |runtime error' "$r" | sed 's/^/    /'
+    done
+    failed=$((failed + n))
+    [ "$n" -eq 0 ] && echo "ok    $san: no sanitizer reports"
+    unset SKIP_SUITES TEST_SANITIZER SAN_PRELOAD SAN_CFLAGS ASAN_OPTIONS UBSAN_OPTIONS TSAN_OPTIONS SCN_MODES
+done
+
+echo "sanitize: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
