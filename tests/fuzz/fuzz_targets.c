@@ -125,8 +125,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     return 0;
 }
 #elif FUZZ_TARGET == 3
-/* the documented expansion: %p pid, %r rank, %% a '%', anything else as is */
-static bool model(const char *templ, const char *rank, char *out, size_t out_size)
+/* the documented expansion: %p pid, %r rank, %h host, %% a '%', anything else as is */
+static bool model(const char *templ, const char *rank, const char *host, char *out, size_t out_size)
 {
     char pid[24];
     snprintf(pid, sizeof pid, "%ld", (long)getpid());
@@ -134,8 +134,8 @@ static bool model(const char *templ, const char *rank, char *out, size_t out_siz
     for (const char *t = templ; *t != '\0'; t++) {
         char one[2] = {*t, '\0'};
         const char *piece = one;
-        if (t[0] == '%' && (t[1] == 'p' || t[1] == 'r' || t[1] == '%')) {
-            piece = t[1] == 'p' ? pid : t[1] == 'r' ? rank : "%";
+        if (t[0] == '%' && (t[1] == 'p' || t[1] == 'r' || t[1] == 'h' || t[1] == '%')) {
+            piece = t[1] == 'p' ? pid : t[1] == 'r' ? rank : t[1] == 'h' ? host : "%";
             t++;
         }
         size_t len = strlen(piece);
@@ -154,12 +154,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     unsigned out_size = data[0] % 200; /* 0 .. 199: small buffers too */
     const char *rank = data[1] & 1 ? "17" : NULL;
+    const char *host = data[1] & 2 ? "node-7" : "h";
     char *t = text_of(data + 2, size - 2);
     char *out = malloc(out_size + 1), want[4096];
     REQUIRE(out != NULL);
     out[out_size] = 'Z'; /* one past the size: never written */
-    bool ok = us_expand_path(t, rank, out, out_size);
-    bool want_ok = out_size > 0 && model(t, rank ? rank : "0", want, out_size < sizeof want ? out_size : sizeof want);
+    bool ok = us_expand_path(t, rank, host, out, out_size);
+    bool want_ok = out_size > 0 &&
+                   model(t, rank ? rank : US_PATH_NO_RANK, host, want, out_size < sizeof want ? out_size : sizeof want);
     REQUIRE(ok == want_ok);
     REQUIRE(!ok || strcmp(out, want) == 0);
     REQUIRE(out_size == 0 || ok || out[0] == '\0');

@@ -690,7 +690,7 @@ static bool t_d2h_then_h2d(void)
  * Run with the default chunk_bytes (8m). */
 struct launch_probe {
     atomic_bool stop;
-    double worst_ms;
+    _Atomic double worst_ms; /* written by the probe, reset and read by the test */
     cudaStream_t s;
 };
 
@@ -702,8 +702,8 @@ static void *launch_probe_main(void *arg)
         double t0 = now_ms();
         launch_sleep(lp->s, 0);
         double dt = now_ms() - t0;
-        if (dt > lp->worst_ms)
-            lp->worst_ms = dt;
+        if (dt > atomic_load(&lp->worst_ms))
+            atomic_store(&lp->worst_ms, dt);
         usleep(100);
     }
     return NULL;
@@ -722,7 +722,7 @@ static bool t_first_use_launch(void)
     pthread_t t;
     CHECK(pthread_create(&t, NULL, launch_probe_main, &lp) == 0, "%s", "pthread_create");
     usleep(20000); /* the probe's own first launches are not the copies' doing */
-    lp.worst_ms = 0;
+    atomic_store(&lp.worst_ms, 0.0);
     fakecuda_reset_stats();
     bool data_ok = true;
     for (int i = 0; i < 6; i++) {
@@ -737,7 +737,7 @@ static bool t_first_use_launch(void)
     fakecuda_stats(&st);
     printf("first_use_launch: worst launch of another thread %.2f ms, longest API lock hold %.2f ms, "
            "largest pinned allocation %llu KiB\n",
-           lp.worst_ms, st.api_lock_max_hold_us / 1e3, st.pinned_alloc_max_bytes >> 10);
+           atomic_load(&lp.worst_ms), st.api_lock_max_hold_us / 1e3, st.pinned_alloc_max_bytes >> 10);
     CHECK(data_ok, "%s", "a copy failed or its data is wrong");
     CHECK(native || st.pinned_alloc_max_bytes <= n / 8, "a pinned allocation of %llu bytes held the driver "
           "during the first copies", st.pinned_alloc_max_bytes);
