@@ -31,7 +31,7 @@ static struct {
 } pool = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 static atomic_size_t pinned_bytes;
-static int logged_budget, logged_alloc, logged_oom;
+static int logged_budget, logged_alloc, logged_oom, logged_deferred, logged_partial;
 
 static bool reserve(size_t bytes)
 {
@@ -214,7 +214,6 @@ unsigned us_staging_claim(unsigned want, size_t copy_bytes, struct us_slot **out
     return got;
 }
 
-static int logged_deferred, logged_partial;
 
 unsigned us_staging_claim_for_copy(const struct us_staging_ask *ask, struct us_slot **out, bool *growing)
 {
@@ -342,6 +341,7 @@ void us_staging_reset(void)
     us_grower_wait_idle();
     pthread_mutex_lock(&pool.mu);
     pool.head = pool.tail = NULL;
+    logged_budget = logged_alloc = logged_oom = logged_deferred = logged_partial = 0;
     atomic_store(&slot_bytes_fixed, 0);
     atomic_store(&pinned_bytes, 0);
     pthread_mutex_unlock(&pool.mu);

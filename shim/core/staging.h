@@ -156,8 +156,8 @@ void us_staging_release(struct us_slot *const *slots, unsigned n, const int *pen
 /* Pinned bytes allocated so far (rings and slots). */
 size_t us_staging_pinned_bytes(void);
 
-/* Tests: forget every block and slot (their memory is leaked, not freed),
- * once the grower thread is idle. */
+/* Tests: forget every block and slot (their memory is leaked, not freed)
+ * and what was logged once, after the grower thread is idle. */
 void us_staging_reset(void);
 
 #endif
