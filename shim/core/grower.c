@@ -156,8 +156,10 @@ static bool start_locked(void)
 
 bool us_grower_request(int device, size_t slot_bytes, unsigned count)
 {
-    if (atomic_load(&in_child) || count == 0)
+    if (atomic_load(&in_child))
         return false;
+    if (count == 0)
+        return true; /* nothing to add */
     pthread_mutex_lock(&grower.mu);
     if (grower.state == GROWER_NOT_STARTED)
         grower.state = start_locked() ? GROWER_RUNNING : GROWER_FAILED;

@@ -17,8 +17,8 @@
  * Growth follows the copies, in small steps. An allocation of pinned memory
  * holds the driver (a first cudaHostAlloc of 32 MiB stalled another thread's
  * kernel launch 10-15 ms on an H200; the native pageable copies, 0.1-0.4 ms),
- * and takes about 0.4 ms per MiB, 3 to 4 times as long per byte as the
- * pageable copy it serves. So the pool grows by slots of an eighth of the
+ * and takes about 0.4 ms per MiB (0.4-0.6 measured), several times as long
+ * per byte as the native pageable copy it serves. So the pool grows by slots of an eighth of the
  * copy (US_STAGING_GROW_DIVISOR; 64 KiB at least, chunk_bytes at most), one
  * cudaHostAlloc each: no single call holds the driver much longer than the
  * native copy would have (other threads' launches get in between), a small
