@@ -253,10 +253,12 @@ unsigned us_staging_claim_for_copy(const struct us_staging_ask *ask, struct us_s
     *growing = true;
     if (ask->partial_ok) {
         got = grow_inline(got, inline_now, slot, &held, out);
-        us_log_once(&logged_partial, US_LOG_DEBUG,
-                    "a copy runs with %u of the %u staging slots it wants while the pool grows in the background",
-                    got, total);
-        return got;
+        if (got > 0) {
+            us_log_once(&logged_partial, US_LOG_DEBUG,
+                        "a copy runs with %u of the %u staging slots it wants while the pool grows in the background",
+                        got, total);
+            return got;
+        }
     }
     us_log_once(&logged_deferred, US_LOG_INFO,
                 "a copy would pin %zu bytes of staging inside the call (over %zu: slower than the native copy); "

@@ -349,9 +349,12 @@ static void test_staging_partial_claim_pins_one_slot_inline(void **state)
     assert_int_equal(ask(4, MiB, 0, true, s, &growing), 4);
     assert_false(growing);
     us_staging_release(s, 4, NULL);
-    /* a D2H whose smallest slot is over its inline budget: none inline */
+    /* a D2H whose smallest slot is over its inline budget: none inline,
+     * native, and the log says why */
+    assert_int_equal(fake_cuda_log_count("goes native while a background thread grows the pool"), 0);
     assert_int_equal(ask(4, 64 * MiB, 0, true, s, &growing), 0);
     assert_true(growing);
+    assert_int_equal(fake_cuda_log_count("goes native while a background thread grows the pool"), 1);
     us_grower_wait_idle();
     host_allocs(&here, &elsewhere, &largest);
     assert_int_equal(here, 1);
