@@ -7,6 +7,7 @@
  * exit status is the number of failures. PIPE_NATIVE=1: the program runs
  * without the shim (checks of what only the shim does are skipped), which
  * shows that the tests themselves are right. tests/pipelines/run.sh runs it. */
+#include <dirent.h>
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -1164,6 +1165,49 @@ static bool t_first_use_capture(void)
     return true;
 }
 
+/* The grower thread exists only in a process that needed it: none after
+ * kernels, pinned copies and a small pageable copy; one ("unstall-grow")
+ * after a first large pageable copy. */
+static bool thread_named(const char *name)
+{
+    DIR *dir = opendir("/proc/self/task");
+    if (dir == NULL)
+        return false;
+    bool found = false;
+    for (struct dirent *e; !found && (e = readdir(dir)) != NULL;) {
+        char path[300], comm[32];
+        snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (f == NULL)
+            continue;
+        found = fgets(comm, sizeof comm, f) != NULL && strncmp(comm, name, strlen(name)) == 0;
+        fclose(f);
+    }
+    closedir(dir);
+    return found;
+}
+
+static bool t_grower_lazy(void)
+{
+    const size_t n = 32u << 20;
+    unsigned char *h = malloc(n), *d = dev_alloc(0, n), *pinned = NULL;
+    CHECK(h != NULL && d != NULL && cudaMallocHost((void **)&pinned, n) == cudaSuccess, "%s", "out of memory");
+    cudaStream_t s = stream_on(0, cudaStreamNonBlocking);
+    CUDA(launch_sleep(s, 100));
+    CUDA(cudaMemcpyAsync(d, pinned, n, cudaMemcpyHostToDevice, s));
+    CUDA(cudaMemcpyAsync(h, d, 4, cudaMemcpyDeviceToHost, s)); /* small: pinned inside the call */
+    CUDA(cudaStreamSynchronize(s));
+    CHECK(!thread_named("unstall-grow"), "%s", "a grower thread before any copy needed one");
+    fill(h, n, 150);
+    CUDA(cudaMemcpy(d, h, n, cudaMemcpyHostToDevice));
+    CHECK(mismatch(d, n, 150) < 0, "%s", "data");
+    CHECK(native || thread_named("unstall-grow"), "%s", "no grower thread after a first large copy");
+    cudaFreeHost(pinned);
+    cudaFree(d);
+    free(h);
+    return true;
+}
+
 /* --- main ---------------------------------------------------------------------------------- */
 
 struct test {
@@ -1190,6 +1234,7 @@ static const struct test tests[] = {
     {"first_use_large", t_first_use_large, false},
     {"first_use_small_d2h", t_first_use_small_d2h, false},
     {"first_use_capture", t_first_use_capture, false},
+    {"grower_lazy", t_grower_lazy, false},
     {"fault_no_pinned", t_fault_no_pinned, false},
     {"fault_no_events", t_fault_no_events, false},
     {"fault_no_streams", t_fault_no_streams, false},

@@ -115,7 +115,7 @@ run first_use_native LD_LIBRARY_PATH="$fake" PIPE_NATIVE=1 FAKECUDA_HOST_ALLOC_U
 shimmed first_use FAKECUDA_HOST_ALLOC_US_PER_MIB=400 UNSTALL_CHUNK_BYTES=8m "$prog" first_use_launch
 # each the process's first copies, pinning as costly as on an H100: nothing
 # beyond the inline budget is pinned inside a copy, the grower does the rest
-for t in first_use_large first_use_small_d2h first_use_capture; do
+for t in first_use_large first_use_small_d2h first_use_capture grower_lazy; do
     run "${t}_native" LD_LIBRARY_PATH="$fake" LD_PRELOAD="$rec" PIPE_NATIVE=1 FAKECUDA_HOST_ALLOC_US_PER_MIB=400 \
         "$prog" "$t"
     run "$t" LD_LIBRARY_PATH="$fake" LD_PRELOAD="$shim $rec" FAKECUDA_HOST_ALLOC_US_PER_MIB=400 \
