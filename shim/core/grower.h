@@ -30,8 +30,9 @@
 
 /* Asks for `count` slots of `slot_bytes` to be available (free, or released
  * with their work done) in the pool, allocating those missing with `device`
- * current. Returns at once. false: there is no grower (its thread could not
- * be started, or this is a forked child): the caller decides without it. */
+ * current. Returns at once (count 0: nothing to do, true). false: there is
+ * no grower (its thread could not be started, or this is a forked child):
+ * the caller decides without it. */
 bool us_grower_request(int device, size_t slot_bytes, unsigned count);
 
 /* Tests: waits until every request so far has been worked through. */

@@ -214,7 +214,6 @@ unsigned us_staging_claim(unsigned want, size_t copy_bytes, struct us_slot **out
     return got;
 }
 
-
 unsigned us_staging_claim_for_copy(const struct us_staging_ask *ask, struct us_slot **out, bool *growing)
 {
     *growing = false;
