@@ -191,12 +191,16 @@ unsigned us_pipe_claim_cap(void)
     return n < 1 ? 1 : n > US_STAGING_MAX_CLAIM ? US_STAGING_MAX_CLAIM : (unsigned)n;
 }
 
-bool us_pipe_claim(const struct us_pipe *p, unsigned want, struct us_pipe_slots *s)
+bool us_pipe_claim(const struct us_pipe *p, unsigned want, bool partial_ok, struct us_pipe_slots *s)
 {
-    s->n = us_staging_claim(want, p->copy->bytes, s->slot);
+    struct us_staging_ask ask = {
+        .want = want, .copy_bytes = p->copy->bytes, .device = p->stream_device, .partial_ok = partial_ok};
+    bool growing;
+    s->n = us_staging_claim_for_copy(&ask, s->slot, &growing);
     if (s->n == 0) {
-        us_log_once(&logged_no_slot, US_LOG_INFO,
-                    "no pinned staging free without waiting: the copy goes native (pinned_max, or every slot busy)");
+        if (!growing) /* else the pool said why */
+            us_log_once(&logged_no_slot, US_LOG_INFO,
+                        "no pinned staging free without waiting: the copy goes native (pinned_max, or every slot busy)");
         return false;
     }
     cudaError_t err = cudaSuccess;

@@ -52,11 +52,13 @@ struct us_pipe_slots {
 /* The most slots one copy claims: half of pinned_max, at least one. */
 unsigned us_pipe_claim_cap(void);
 
-/* Claims up to `want` slots for the copy (us_staging_claim: all free now,
- * nobody waits for anything; no more than hold the whole copy) and their
- * events on the stream's device. false: none to be had, declined and
- * logged once; nothing is held. */
-bool us_pipe_claim(const struct us_pipe *p, unsigned want, struct us_pipe_slots *s);
+/* Claims up to `want` slots for the copy (us_staging_claim_for_copy: all
+ * free now, nobody waits for anything; no more than hold the whole copy;
+ * pinned inside the call only within the copy's inline budget, else by the
+ * grower thread) and their events on the stream's device. partial_ok: the
+ * copy runs with fewer slots than it wants. false: none to be had, declined
+ * and logged once; nothing is held. */
+bool us_pipe_claim(const struct us_pipe *p, unsigned want, bool partial_ok, struct us_pipe_slots *s);
 
 /* Gives the slots back, as s->pending says. */
 void us_pipe_release(struct us_pipe_slots *s);

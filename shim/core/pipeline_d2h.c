@@ -5,10 +5,16 @@
  *
  * Chunks go device-to-pinned with cudaMemcpyAsync on the user stream
  * (stream order by construction), each followed by its slot's event; the host
- * waits for each chunk's event with us_pipe_wait (polling cudaEventQuery, see
+ * waits for each chunk's event with us_pipe_wait (cudaEventSynchronize, see
  * pipeline_common.h), and copies it out with us_hostcopy while the next
  * `slots` chunks are in flight. The call returns with the data in place, as
  * native does. 3 calls per chunk.
+ *
+ * It runs with fewer slots than it wants while the grower thread adds the
+ * rest (staging.h): one slot pinned inside the call is enough, since a
+ * native D2H can deadlock a program whose stream waits for another thread's
+ * launch (seed 004). Only a copy whose smallest slot is over its inline
+ * budget (16 MiB and larger) and that finds none ready goes native.
  *
  * There is no mode that returns before the data is in place (d2h_deferred
  * was removed): correctly ordered code that reads the buffer, or copies from
@@ -79,7 +85,7 @@ bool us_pipeline_d2h(const struct us_copy *c, cudaError_t *result)
         return false;
     unsigned want = us_config()->slots;
     struct us_pipe_slots s;
-    if (!us_pipe_claim(&p, want, &s)) {
+    if (!us_pipe_claim(&p, want, true, &s)) {
         us_pipe_end(&p, NULL, -1);
         return false;
     }

@@ -12,9 +12,12 @@
  * error of the user stream, exactly where the native one would be.
  *
  * The copy claims slots that hold it whole (up to half of pinned_max, at
- * most 64 slots; growth follows the copies, staging.h), all free at claim time, so the host waits for the GPU only when a copy is
- * larger than that: then it reuses its own slots, waiting for its own earlier
- * chunks (never for another stream's work). No free slot at all: native.
+ * most 64 slots; growth follows the copies, staging.h), all free at claim
+ * time, so the host waits for the GPU only when a copy is larger than that:
+ * then it reuses its own slots, waiting for its own earlier chunks (never for
+ * another stream's work). All or nothing: too few ready slots and more
+ * missing than the copy may pin inside the call (staging.h), native while
+ * the grower thread adds them; no free slot and no room to grow: native.
  *
  * cudaMemcpy (synchronous): the same, then the host waits for the last
  * chunk's event, so the call returns when the copy is done, as native does. */
@@ -31,7 +34,7 @@ bool us_pipeline_h2d(const struct us_copy *c, cudaError_t *result)
     const struct us_real_api *real = p.real;
     unsigned cap = us_pipe_claim_cap();
     struct us_pipe_slots s;
-    if (!us_pipe_claim(&p, cap, &s)) {
+    if (!us_pipe_claim(&p, cap, false, &s)) {
         us_pipe_end(&p, NULL, -1);
         return false;
     }

@@ -1,9 +1,10 @@
 /* staging.c - see staging.h.
  *
  * The slots live in blocks, one pinned allocation each (one slot a block
- * since growth follows the copies), in a list that only grows. The budget (pinned_max) is reserved with an atomic before an
- * allocation and given back if it fails, so concurrent growers never
- * overshoot it together. */
+ * since growth follows the copies), in a list that only grows. The budget
+ * (pinned_max) is reserved with an atomic before an allocation and given back
+ * if it fails, so concurrent growers (copies pinning inline, the grower
+ * thread) never overshoot it together. */
 #include "staging.h"
 
 #include <pthread.h>
@@ -12,6 +13,7 @@
 #include <stdlib.h>
 
 #include "config.h"
+#include "grower.h"
 #include "log.h"
 #include "pipeline_common.h"
 #include "real.h"
@@ -29,7 +31,7 @@ static struct {
 } pool = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 static atomic_size_t pinned_bytes;
-static int logged_budget, logged_alloc, logged_oom;
+static int logged_budget, logged_alloc, logged_oom, logged_deferred, logged_partial;
 
 static bool reserve(size_t bytes)
 {
@@ -137,9 +139,9 @@ static unsigned claim_locked(unsigned got, unsigned want, size_t min_bytes, size
     return got;
 }
 
-/* A new block of one slot of `bytes`, claimed into *out. false: no budget,
- * or the allocation failed (logged once each). One allocation of an eighth
- * of the copy or less: see staging.h. */
+/* A new block of one slot of `bytes`: claimed into *out, or free in the pool
+ * when out is NULL. false: no budget, or the allocation failed (logged once
+ * each). One allocation of an eighth of the copy or less: see staging.h. */
 static bool grow(size_t bytes, struct us_slot **out)
 {
     struct block *b = calloc(1, sizeof *b + sizeof b->slots[0]);
@@ -153,8 +155,9 @@ static bool grow(size_t bytes, struct us_slot **out)
         return false;
     }
     b->n = 1;
-    b->slots[0] = (struct us_slot){.ptr = mem, .bytes = bytes, .pending_device = -1, .claimed = true};
-    *out = &b->slots[0];
+    b->slots[0] = (struct us_slot){.ptr = mem, .bytes = bytes, .pending_device = -1, .claimed = out != NULL};
+    if (out != NULL)
+        *out = &b->slots[0];
     pthread_mutex_lock(&pool.mu);
     if (pool.tail != NULL)
         pool.tail->next = b;
@@ -165,24 +168,119 @@ static bool grow(size_t bytes, struct us_slot **out)
     return true;
 }
 
+size_t us_staging_inline_budget(size_t copy_bytes)
+{
+    size_t budget = copy_bytes / US_STAGING_GROW_DIVISOR;
+    return budget < US_STAGING_MIN_SLOT ? US_STAGING_MIN_SLOT
+           : budget > US_STAGING_INLINE_MAX ? US_STAGING_INLINE_MAX
+                                            : budget;
+}
+
+/* Claims what is there now: free slots first (they cost no query), then
+ * released ones whose event completed. */
+static unsigned claim_ready(unsigned want, size_t min_bytes, size_t need, size_t *held, struct us_slot **out)
+{
+    pthread_mutex_lock(&pool.mu);
+    unsigned got = claim_locked(0, want, min_bytes, need, held, out, false);
+    got = claim_locked(got, want, min_bytes, need, held, out, true);
+    pthread_mutex_unlock(&pool.mu);
+    return got;
+}
+
+/* Grows the pool by up to `n` slots of `bytes`, claimed into out[got..]
+ * (one allocation each, outside the pool's mutex); returns the new count. */
+static unsigned grow_inline(unsigned got, unsigned n, size_t bytes, size_t *held, struct us_slot **out)
+{
+    for (unsigned i = 0; i < n && grow(bytes, out + got); i++) {
+        got++;
+        *held += bytes;
+    }
+    return got;
+}
+
 unsigned us_staging_claim(unsigned want, size_t copy_bytes, struct us_slot **out)
 {
     if (want > US_STAGING_MAX_CLAIM)
         want = US_STAGING_MAX_CLAIM;
     if (want == 0)
         return 0;
-    size_t min_bytes = us_staging_grow_bytes(copy_bytes), need = copy_bytes > 0 ? copy_bytes : 1, held = 0;
-    pthread_mutex_lock(&pool.mu);
-    /* free slots first: they cost no query */
-    unsigned got = claim_locked(0, want, min_bytes, need, &held, out, false);
-    got = claim_locked(got, want, min_bytes, need, &held, out, true);
-    pthread_mutex_unlock(&pool.mu);
+    size_t slot = us_staging_grow_bytes(copy_bytes), need = copy_bytes > 0 ? copy_bytes : 1, held = 0;
+    unsigned got = claim_ready(want, slot, need, &held, out);
     /* one slot an allocation, each short (staging.h); as many as the copy needs */
-    while (got < want && held < need && grow(min_bytes, out + got)) {
+    while (got < want && held < need && grow(slot, out + got)) {
         got++;
-        held += min_bytes;
+        held += slot;
     }
     return got;
+}
+
+unsigned us_staging_claim_for_copy(const struct us_staging_ask *ask, struct us_slot **out, bool *growing)
+{
+    *growing = false;
+    unsigned want = ask->want > US_STAGING_MAX_CLAIM ? US_STAGING_MAX_CLAIM : ask->want;
+    if (want == 0)
+        return 0;
+    size_t slot = us_staging_grow_bytes(ask->copy_bytes), need = ask->copy_bytes > 0 ? ask->copy_bytes : 1;
+    size_t held = 0;
+    unsigned got = claim_ready(want, slot, need, &held, out);
+    if (got == want || held >= need)
+        return got;
+    /* short: the slots of `slot` bytes that would complete the claim */
+    size_t missing_slots = (need - held + slot - 1) / slot;
+    unsigned missing = missing_slots < want - got ? (unsigned)missing_slots : want - got;
+    size_t budget = us_staging_inline_budget(ask->copy_bytes);
+    if ((size_t)missing * slot <= budget)
+        return grow_inline(got, missing, slot, &held, out);
+
+    /* Too much to pin inside this call: the grower adds it. A copy that can
+     * run with fewer slots keeps what it has (and pins one slot inline when it
+     * has none: a D2H must not go native when it can help it, seed 004);
+     * another gives its slots back and goes native. The count asked for is of
+     * slots available to others: those this copy keeps are not. */
+    unsigned inline_now = ask->partial_ok && got == 0 && slot <= budget ? 1 : 0;
+    unsigned total = got + missing;
+    if (!ask->partial_ok) {
+        us_staging_release(out, got, NULL);
+        got = 0;
+    }
+    if (!us_grower_request(ask->device, slot, ask->partial_ok ? missing - inline_now : total)) {
+        /* no grower thread: grow inside the call, as far as the copy needs */
+        if (!ask->partial_ok)
+            return us_staging_claim(want, ask->copy_bytes, out);
+        return grow_inline(got, missing, slot, &held, out);
+    }
+    *growing = true;
+    if (ask->partial_ok) {
+        got = grow_inline(got, inline_now, slot, &held, out);
+        if (got > 0) {
+            us_log_once(&logged_partial, US_LOG_DEBUG,
+                        "a copy runs with %u of the %u staging slots it wants while the pool grows in the background",
+                        got, total);
+            return got;
+        }
+    }
+    us_log_once(&logged_deferred, US_LOG_INFO,
+                "a copy would pin %zu bytes of staging inside the call (over %zu: slower than the native copy); "
+                "it goes native while a background thread grows the pool",
+                (size_t)missing * slot, budget);
+    return 0;
+}
+
+unsigned us_staging_missing(size_t slot_bytes, unsigned count)
+{
+    unsigned available = 0;
+    pthread_mutex_lock(&pool.mu);
+    for (struct block *b = pool.head; b != NULL && available < count; b = b->next)
+        for (unsigned i = 0; i < b->n && available < count; i++)
+            if (b->slots[i].bytes >= slot_bytes && available_locked(&b->slots[i], true))
+                available++;
+    pthread_mutex_unlock(&pool.mu);
+    return count - available;
+}
+
+bool us_staging_add_free(size_t slot_bytes)
+{
+    return grow(slot_bytes, NULL);
 }
 
 cudaError_t us_staging_slot_event(struct us_slot *slot, int device, int current, cudaEvent_t *out)
@@ -241,6 +339,7 @@ void us_staging_forget_device(int device)
 
 void us_staging_reset(void)
 {
+    us_grower_wait_idle();
     pthread_mutex_lock(&pool.mu);
     /* the bookkeeping goes; the pinned memory is the (fake) runtime's to free */
     for (struct block *b = pool.head, *next; b != NULL; b = next) {
@@ -248,6 +347,7 @@ void us_staging_reset(void)
         free(b);
     }
     pool.head = pool.tail = NULL;
+    logged_budget = logged_alloc = logged_oom = logged_deferred = logged_partial = 0;
     atomic_store(&slot_bytes_fixed, 0);
     atomic_store(&pinned_bytes, 0);
     pthread_mutex_unlock(&pool.mu);

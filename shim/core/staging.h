@@ -1,8 +1,8 @@
 /* staging.h - the shim's pinned host memory, bounded by option pinned_max.
  *
  * All of it comes from cudaHostAlloc(cudaHostAllocPortable) (any device may
- * copy from and to it), is allocated on first need, in whole blocks (an
- * allocation synchronizes the device: never one per copy), reused, and never
+ * copy from and to it), is allocated on first need (by the copy itself when
+ * little, else by the grower thread), reused, and never
  * freed: at exit the runtime may already be unloading (contract 8), so the
  * OS takes it back.
  *
@@ -17,14 +17,30 @@
  * Growth follows the copies, in small steps. An allocation of pinned memory
  * holds the driver (a first cudaHostAlloc of 32 MiB stalled another thread's
  * kernel launch 10-15 ms on an H200; the native pageable copies, 0.1-0.4 ms),
- * and takes about 8 times as long per byte as the pageable copy it serves.
- * So the pool grows by slots of an eighth of the copy (US_STAGING_GROW_DIVISOR;
- * 64 KiB at least, chunk_bytes at most), one cudaHostAlloc each, as many as
- * the copy needs: no single call holds the driver much longer than the native
- * copy would have (other threads' launches get in between), a small copy
- * never pins more than 64 KiB, and large copies reach chunk_bytes slots.
+ * and takes about 0.4 ms per MiB (0.4-0.6 measured), several times as long
+ * per byte as the native pageable copy it serves. So the pool grows by slots of an eighth of the
+ * copy (US_STAGING_GROW_DIVISOR; 64 KiB at least, chunk_bytes at most), one
+ * cudaHostAlloc each: no single call holds the driver much longer than the
+ * native copy would have (other threads' launches get in between), a small
+ * copy never pins more than 64 KiB, and large copies reach chunk_bytes slots.
  * Slots therefore differ in size; a copy uses only slots of at least its own
  * growth size, so that it is cut into a bounded number of chunks.
+ *
+ * Growth is off the copy's thread unless it is small (first use must not be
+ * slower than native, issue 8 item 7, issue 15 item 2). A copy that finds
+ * too few ready slots pins the missing ones inside the call only when they
+ * come to no more than its inline budget (us_staging_inline_budget: an eighth
+ * of the copy, 64 KiB at least, 1 MiB at most). Otherwise it asks the grower
+ * thread (grower.h) to add them and, if it cannot run with fewer slots (an
+ * H2D), goes native at once: exactly the native call. A D2H runs with the
+ * slots it has, or with one slot pinned inline when it has none and the
+ * budget allows one, cycling through them: a native D2H can deadlock a
+ * program whose stream waits for another thread's launch (seed 004), so a
+ * small D2H is rewritten from its first use. The next copies of that size
+ * find the grower's slots ready. The grower tops the pool up to what the copy
+ * wanted, counting the slots available then (free, or released with their
+ * work done), so that copies that repeat find their slots and concurrent
+ * copies each get theirs, bounded by pinned_max.
  *
  * Thread-safe. The pool's mutex is never held across a call that can block
  * (allocation happens outside it); it is held across cudaEventQuery, which
@@ -44,6 +60,16 @@
 /* Slots are between these sizes; a growth is one slot of copy bytes / 8. */
 #define US_STAGING_MIN_SLOT ((size_t)64 << 10)
 #define US_STAGING_GROW_DIVISOR 8
+
+/* The most pinned memory a copy allocates inside its own call. Pinning costs
+ * about 0.4 ms/MiB (H100 and H200, CUDA 13.0); the native pageable copies it
+ * replaces cost 0.09 ms/MiB (H2D, 1 MiB in 93 us) to 0.13 ms/MiB (D2H, 1 MiB
+ * in 133 us) on an idle H100. An eighth of the copy pins in 0.05 ms per MiB
+ * copied: half the native copy's time or less, paid once. 1 MiB at most
+ * (0.4 ms: about the longest stall native pageable copies cause other
+ * threads' launches, 0.1-0.4 ms), 64 KiB at least (one smallest slot, 26 us:
+ * a small first D2H must be rewritten, seed 004, and pays it once). */
+#define US_STAGING_INLINE_MAX ((size_t)1 << 20)
 
 struct us_slot {
     char *ptr;           /* `bytes` of pinned memory */
@@ -78,14 +104,43 @@ size_t us_staging_slot_bytes(void);
  * down to a power of two, within US_STAGING_MIN_SLOT .. slot_bytes. */
 size_t us_staging_grow_bytes(size_t copy_bytes);
 
-/* Claims, for a copy of `copy_bytes`, up to `want` (<= US_STAGING_MAX_CLAIM)
- * slots of at least us_staging_grow_bytes(copy_bytes) into out[], stopping
- * once they hold the whole copy: free ones, and released ones whose event has
- * completed. When that is not enough, grows the pool by such slots, one
- * allocation each, as far as pinned_max allows. Returns how many
- * it claimed; 0 means none could be had without waiting (logged once when
- * the budget or the allocation is the cause): decline. */
+/* The most new pinned bytes a copy of `copy_bytes` allocates inside its own
+ * call: copy_bytes / US_STAGING_GROW_DIVISOR within US_STAGING_MIN_SLOT ..
+ * US_STAGING_INLINE_MAX (why: US_STAGING_INLINE_MAX). */
+size_t us_staging_inline_budget(size_t copy_bytes);
+
+/* What a copy asks of the pool. */
+struct us_staging_ask {
+    unsigned want;     /* most slots (<= US_STAGING_MAX_CLAIM); it stops once they hold the copy */
+    size_t copy_bytes;
+    int device;        /* the copy's stream device: the grower allocates with it current */
+    bool partial_ok;   /* it can run with fewer slots than it wants (a D2H cycles them) */
+};
+
+/* Claims slots for a copy: up to `want` of at least
+ * us_staging_grow_bytes(copy_bytes) into out[], stopping once they hold the
+ * whole copy: free ones, and released ones whose event has completed. When
+ * that is not enough and the missing slots fit the copy's inline budget, pins
+ * them here, one allocation each. When they do not, asks the grower thread
+ * for them (*growing = true) and returns what the copy has: 0 unless
+ * partial_ok, else its ready slots, or one slot pinned here when it had none
+ * and one fits the budget. Without a grower thread (it could not start) it
+ * pins what the copy needs here. Returns how many slots it claimed; 0 means
+ * decline (logged once when the budget, the allocation or the background
+ * growth is the cause). */
+unsigned us_staging_claim_for_copy(const struct us_staging_ask *ask, struct us_slot **out, bool *growing);
+
+/* The same, pinning whatever the copy needs inside the call (within
+ * pinned_max): what us_staging_claim_for_copy does without a grower thread.
+ * Tests warm the pool with it. */
 unsigned us_staging_claim(unsigned want, size_t copy_bytes, struct us_slot **out);
+
+/* The grower's side (grower.c). How many of `count` slots of at least
+ * `slot_bytes` are not available now (available: not claimed, not lost, free
+ * or released with their event complete); and one free slot of `slot_bytes`
+ * added (false: pinned_max, or the allocation failed, logged once). */
+unsigned us_staging_missing(size_t slot_bytes, unsigned count);
+bool us_staging_add_free(size_t slot_bytes);
 
 /* The slot's event on `device`, made on first use (`current`: the caller's
  * device, restored). The slot must be claimed by the caller. */
@@ -101,8 +156,9 @@ void us_staging_release(struct us_slot *const *slots, unsigned n, const int *pen
 /* Pinned bytes allocated so far (rings and slots). */
 size_t us_staging_pinned_bytes(void);
 
-/* Tests: forget every block and slot; their bookkeeping is freed, the pinned
- * memory is left to the runtime that allocated it (the unit tests' fake). */
+/* Tests: forget every block and slot, after the grower thread is idle, and
+ * what was logged once; their bookkeeping is freed, the pinned memory is left
+ * to the runtime that allocated it (the unit tests' fake). */
 void us_staging_reset(void);
 
 #endif

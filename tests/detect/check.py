@@ -37,8 +37,11 @@ SIZE_2D = 2 * 4096 * 64
 # among these; devices: these must be among the ids seen; also: other rules
 # the situation fires by design. xfail: a known shim problem (why).
 FIRE = {
+    # 4 MiB >= h2d_min_bytes, but the process's first: native while the staging
+    # pool grows off its thread (docs/pipelines.md; fixed ones: scenario.case_b);
+    # 4 KiB: native
     'pageable_h2d': dict(rule='pageable_h2d', count=2, apis={'cudaMemcpyAsync'}, bytes=BIG + SMALL_H2D,
-                         fixed=1, observed=1, streams={'user'}),  # 1 MiB >= h2d_min_bytes: fixed; 4 KiB: native
+                         fixed=0, observed=2, streams={'user'}),
     'pageable_d2h': dict(rule='pageable_d2h', count=2, apis={'cudaMemcpyAsync'}, bytes=BIG + TINY_D2H,
                          fixed=2, observed=0, streams={'user'}),  # d2h_min_bytes 0: every one fixed
     'sync_memcpy': dict(rule='sync_memcpy', count=2, apis={'cudaMemcpy'}, bytes=2 * BIG, fixed=0, observed=2,
@@ -100,12 +103,15 @@ NOT_DETECTED = {
 }
 
 # Scenario programs (SCN_QUICK=1): name -> (program and arguments, env, the
-# rule that must fire or None, whether it is rewritten, a rule that must not)
+# rule that must fire or None, whether it is rewritten, a rule that must not).
+# "Rewritten" is True (every copy), False (none), or the number of copies
+# left native: a process's first large pageable copy goes native while the
+# staging pool grows off its thread (docs/pipelines.md), here the warm-up.
 SCENARIOS = {
     'case_clean': (['case_clean'], {'SCN_B_KERNEL_MS': '100', 'SCN_E_KERNEL_MS': '100'}, None, None, None),
     'case_a': (['case_a_staged_peer'], {}, 'staged_peer', True, None),
-    'case_b': (['case_b_pageable_h2d'], {}, 'pageable_h2d', True, None),
-    'case_c': (['case_c_pageable_d2h', 'throughput'], {}, 'pageable_d2h', True, None),
+    'case_b': (['case_b_pageable_h2d'], {}, 'pageable_h2d', 1, None),
+    'case_c': (['case_c_pageable_d2h', 'throughput'], {}, 'pageable_d2h', 1, None),
     'case_d': (['case_d_busy_d2d'], {}, None, None, 'busy_engine_d2d'),
     'case_e': (['case_e_legacy'], {}, 'legacy_stream', False, None),
 }
@@ -286,9 +292,9 @@ def check_scenario(name, spec, severities):
         found = rows(rep, rule)
         n = sum(f['count'] for f in found)
         nfixed = sum(f['fixed'] for f in found)
+        want = n if fixed is True else 0 if fixed is False else n - fixed
         why = f'no {rule} finding: {summary(rep)}' if not found else \
-            f'{rule}: {nfixed} of {n} fixed, expected {"all" if fixed else "none"}' \
-            if (fixed and nfixed != n) or (not fixed and nfixed != 0) else ''
+            f'{rule}: {nfixed} of {n} fixed, expected {want}' if nfixed != want else ''
         report(f'scenario.{name}.fires', not why, why)
         others = sorted({f['rule'] for f in mh} - {rule})
         report(f'scenario.{name}.only', not others, f'other medium/high rules fired: {others}')

@@ -207,7 +207,8 @@ static void need_two_devices(void)
  * here to keep -Wmissing-prototypes quiet should it be turned on. */
 #define SITUATION(name) void name(void); void name(void)
 
-/* pageable_h2d: a pageable source above h2d_min_bytes (rewritten: fixed) and
+/* pageable_h2d: a pageable source above h2d_min_bytes (the process's first:
+ * native while the pool grows, docs/pipelines.md) and
  * one below it (native: observed), the second with cudaMemcpyDefault (the
  * path comes from the pointers, not from kind). */
 SITUATION(fire_pageable_h2d)

@@ -7,6 +7,8 @@
  * exit status is the number of failures. PIPE_NATIVE=1: the program runs
  * without the shim (checks of what only the shim does are skipped), which
  * shows that the tests themselves are right. tests/pipelines/run.sh runs it. */
+#include <dirent.h>
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <signal.h>
@@ -219,10 +221,89 @@ static bool copy_one(enum dir dir, enum api api, size_t bytes, cudaStream_t s, i
     return true;
 }
 
+/* The first-use helpers (alloc_record.so, tests below). */
+struct alloc_record {
+    size_t (*largest_here)(void);
+    size_t (*total_here)(void);
+    void (*reset_here)(void);
+    unsigned long (*done)(void);
+};
+
+static bool alloc_record_find(struct alloc_record *r)
+{
+    *(void **)&r->largest_here = dlsym(RTLD_DEFAULT, "alloc_record_largest_here");
+    *(void **)&r->total_here = dlsym(RTLD_DEFAULT, "alloc_record_total_here");
+    *(void **)&r->reset_here = dlsym(RTLD_DEFAULT, "alloc_record_reset_here");
+    *(void **)&r->done = dlsym(RTLD_DEFAULT, "alloc_record_done");
+    return r->largest_here && r->total_here && r->reset_here && r->done;
+}
+
+/* The copies since the last fakecuda_reset_stats() were all rewritten
+ * (pageable ones: the peer copies are not counted). */
+static bool all_rewritten(void)
+{
+    struct fakecuda_stats st;
+    fakecuda_stats(&st);
+    return st.copies_pageable == 0 && st.copies_pinned > 0;
+}
+
+/* Repeats a pageable copy of n bytes (H2D from h into d, or D2H from d into
+ * h) until the shim rewrites it, 10 ms apart, for at most 5 s (a deadline for
+ * a grower that never delivers, not a measure: it takes tens of ms); every
+ * try's data is checked. Returns the tries it took (1: the first), 0 if it
+ * never was. A rewritten copy must pin nothing on this thread (rec: NULL, not
+ * checked). Warms the pool for a test that needs the copy rewritten: a copy
+ * that finds too few slots goes native while the grower adds them. */
+static unsigned until_rewritten(enum dir dir, unsigned char *h, unsigned char *d, size_t n, cudaStream_t s,
+                                const struct alloc_record *rec, unsigned seed)
+{
+    double deadline = now_ms() + 5000;
+    for (unsigned tries = 1; now_ms() < deadline; tries++) {
+        fakecuda_reset_stats();
+        if (rec != NULL)
+            rec->reset_here();
+        if (dir == H2D) {
+            fill(h, n, seed + tries);
+            if (cudaMemcpy(d, h, n, cudaMemcpyHostToDevice) != cudaSuccess || mismatch(d, n, seed + tries) >= 0)
+                return 0;
+        } else {
+            fill(d, n, seed + tries); /* device memory is host memory in fakecuda */
+            memset(h, 0, n);
+            if (cudaMemcpyAsync(h, d, n, cudaMemcpyDeviceToHost, s) != cudaSuccess ||
+                mismatch(h, n, seed + tries) >= 0)
+                return 0;
+        }
+        if (all_rewritten())
+            return rec == NULL || rec->total_here() == 0 ? tries : 0;
+        usleep(10000);
+    }
+    return 0;
+}
+
+/* Every size of `sizes` in both directions until it is rewritten: once the
+ * pool holds their slots, every copy is. */
+static bool warm_pool(cudaStream_t s)
+{
+    if (native)
+        return true;
+    size_t max = sizes[NSIZES - 1];
+    unsigned char *h = malloc(max), *d = dev_alloc(0, max);
+    CHECK(h != NULL && d != NULL, "%s", "out of memory");
+    for (size_t i = 0; i < NSIZES; i++)
+        CHECK(until_rewritten(H2D, h, d, sizes[i], s, NULL, 200) > 0 &&
+                  until_rewritten(D2H, h, d, sizes[i], s, NULL, 210) > 0,
+              "copies of %zu bytes were never rewritten", sizes[i]);
+    cudaFree(d);
+    free(h);
+    return true;
+}
+
 static bool t_data(void)
 {
     cudaStream_t s = stream_on(0, cudaStreamNonBlocking);
     cudaStream_t b = stream_on(0, cudaStreamDefault);
+    if (!warm_pool(s))
+        return false;
     fakecuda_reset_stats();
     for (size_t i = 0; i < NSIZES; i++) {
         size_t n = sizes[i];
@@ -296,20 +377,29 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
+/* The round trips on four threads at once, with the right data every time.
+ * A copy that finds the pool short (the other threads hold its slots) goes
+ * native while the grower adds slots, so passes repeat until the pool holds
+ * what four threads use at once; from then on every copy is rewritten (at
+ * most 20 passes; one or two are usual). */
 static bool t_threads(void)
 {
-    fakecuda_reset_stats();
-    struct worker w[4];
-    pthread_t t[4];
-    for (int i = 0; i < 4; i++) {
-        w[i] = (struct worker){.id = i};
-        pthread_create(&t[i], NULL, worker_main, &w[i]);
+    bool all = false;
+    for (int pass = 0; pass < 20 && !all; pass++) {
+        fakecuda_reset_stats();
+        struct worker w[4];
+        pthread_t t[4];
+        for (int i = 0; i < 4; i++) {
+            w[i] = (struct worker){.id = i};
+            pthread_create(&t[i], NULL, worker_main, &w[i]);
+        }
+        for (int i = 0; i < 4; i++)
+            pthread_join(t[i], NULL);
+        for (int i = 0; i < 4; i++)
+            CHECK(w[i].ok, "%s", w[i].why);
+        all = rewritten();
     }
-    for (int i = 0; i < 4; i++)
-        pthread_join(t[i], NULL);
-    for (int i = 0; i < 4; i++)
-        CHECK(w[i].ok, "%s", w[i].why);
-    CHECK(rewritten(), "%s", "some copies went native");
+    CHECK(all, "%s", "some copies went native in every pass");
     return true;
 }
 
@@ -630,9 +720,8 @@ static bool t_h2d_behind_kernel(void)
     size_t n = 16u << 20;
     unsigned char *h = malloc(n), *d = dev_alloc(0, n);
     cudaStream_t s = stream_on(0, cudaStreamNonBlocking);
+    CHECK(native || until_rewritten(H2D, h, d, n, s, NULL, 30) > 0, "%s", "the pool never grew"); /* warm */
     fill(h, n, 31);
-    CUDA(cudaMemcpyAsync(d, h, CHUNK, cudaMemcpyHostToDevice, s)); /* the pool exists already */
-    CUDA(cudaStreamSynchronize(s));
     CUDA(launch_sleep(s, 300000));
     double t0 = now_ms();
     CUDA(cudaMemcpyAsync(d, h, n, cudaMemcpyHostToDevice, s));
@@ -949,6 +1038,9 @@ static bool t_fault_no_streams(void)
 {
     cudaStream_t s = stream_on(0, cudaStreamNonBlocking);
     fakecuda_set_fault(FAKECUDA_FAULT_STREAM_CREATE, 1, 0, cudaSuccess);
+    unsigned char *h = malloc(CHUNK), *d = dev_alloc(0, CHUNK); /* the pool warm: H2D needs no stream to grow */
+    CHECK(h != NULL && d != NULL, "%s", "out of memory");
+    CHECK(native || until_rewritten(H2D, h, d, CHUNK, s, NULL, 80) > 0, "%s", "the H2D was never rewritten");
     fakecuda_reset_stats();
     for (int round = 0; round < 2; round++)
         if (!copy_one(PEER, PEER_ASYNC, 2 * CHUNK + 9, s, 0, 1, 81) || !copy_one(H2D, ASYNC, CHUNK, s, 0, 0, 82))
@@ -957,6 +1049,172 @@ static bool t_fault_no_streams(void)
     fakecuda_stats(&st);
     CHECK(st.copies_staged == 2, "%s", "the peer copies did not go native");
     CHECK(native || st.copies_pageable == 0, "%s", "H2D needs no stream of its own: it should stay rewritten");
+    cudaFree(d);
+    free(h);
+    return true;
+}
+
+/* First use must not be slower than native (issue 8 item 7, issue 15 item
+ * 2): the first pageable copy of a process used to pin its staging slots
+ * inside the call (PyTorch's first blocking .to('cuda') of 64 MiB: 13.9 ms
+ * under the shim, 8.8 ms natively on an H100). Pinning costs what run.sh
+ * models (FAKECUDA_HOST_ALLOC_US_PER_MIB=400, as on an H100/H200), so the
+ * cost is asserted through what was pinned on the copying thread, not
+ * through wall time: no more than the inline budget (staging.h,
+ * US_STAGING_INLINE_MAX: an eighth of the copy, 64 KiB at least, 1 MiB at
+ * most). alloc_record.so, preloaded after the shim, tells what was pinned on
+ * which thread. Each test runs as the process's first copies, with the
+ * default chunk_bytes (8m). */
+#define INLINE_MAX ((size_t)1 << 20)
+#define INLINE_MIN ((size_t)64 << 10)
+
+/* The first large pageable H2D and D2H of a process: native (nothing pinned
+ * on the caller's thread beyond the inline budget; the old shim pinned 4 and
+ * 8 slots of 4 MiB inside these calls); then, once the grower has added the
+ * slots, the same copies are rewritten, with the right data throughout. */
+static bool t_first_use_large(void)
+{
+    const size_t n = 32u << 20;
+    struct alloc_record rec;
+    CHECK(alloc_record_find(&rec), "%s", "alloc_record.so is not preloaded (run.sh does it)");
+    unsigned char *h = malloc(n), *d = dev_alloc(0, n);
+    CHECK(h != NULL && d != NULL, "%s", "out of memory");
+    cudaStream_t s = stream_on(0, cudaStreamNonBlocking);
+
+    fill(h, n, 101);
+    rec.reset_here();
+    CUDA(cudaMemcpy(d, h, n, cudaMemcpyHostToDevice)); /* the process's first pageable copy */
+    CHECK(mismatch(d, n, 101) < 0, "%s", "first H2D: data");
+    CHECK(rec.total_here() <= INLINE_MAX, "the first %zu MiB H2D pinned %zu bytes inside the call (largest %zu)",
+          n >> 20, rec.total_here(), rec.largest_here());
+
+    fill(d, n, 102);
+    memset(h, 0, n);
+    rec.reset_here();
+    CUDA(cudaMemcpyAsync(h, d, n, cudaMemcpyDeviceToHost, s)); /* the first D2H */
+    CHECK(mismatch(h, n, 102) < 0, "%s", "first D2H: data in place on return");
+    CHECK(rec.total_here() <= INLINE_MAX, "the first %zu MiB D2H pinned %zu bytes inside the call (largest %zu)",
+          n >> 20, rec.total_here(), rec.largest_here());
+
+    if (!native) {
+        unsigned h2d = until_rewritten(H2D, h, d, n, s, &rec, 110);
+        CHECK(h2d > 0, "%s", "the H2D was never rewritten, or a rewritten one pinned memory in the call");
+        unsigned d2h = until_rewritten(D2H, h, d, n, s, &rec, 120);
+        CHECK(d2h > 0, "%s", "the D2H was never rewritten, or a rewritten one pinned memory in the call");
+        printf("first_use_large: H2D rewritten after %u tries, D2H after %u\n", h2d, d2h);
+    }
+    cudaStreamDestroy(s);
+    cudaFree(d);
+    free(h);
+    return true;
+}
+
+/* A small first D2H is still rewritten from its first use: a native one
+ * can deadlock a program whose stream waits for another thread's launch
+ * (seed 004). 4 bytes pin one 64 KiB slot inside the call; 1 MiB one slot of
+ * 128 KiB (its inline budget), the rest comes from the grower (the old shim
+ * pinned 4 slots of 128 KiB inside the call). */
+static bool t_first_use_small_d2h(void)
+{
+    const size_t sizes_[] = {4, 1u << 20};
+    const size_t budget[] = {INLINE_MIN, (1u << 20) / 8};
+    struct alloc_record rec;
+    CHECK(alloc_record_find(&rec), "%s", "alloc_record.so is not preloaded (run.sh does it)");
+    cudaStream_t s = stream_on(0, cudaStreamNonBlocking);
+    for (int i = 0; i < 2; i++) {
+        size_t n = sizes_[i];
+        unsigned char *h = malloc(n), *d = dev_alloc(0, n);
+        CHECK(h != NULL && d != NULL, "%s", "out of memory");
+        fill(d, n, 130 + (unsigned)i);
+        memset(h, 0, n);
+        rec.reset_here();
+        fakecuda_reset_stats();
+        CUDA(cudaMemcpyAsync(h, d, n, cudaMemcpyDeviceToHost, s));
+        CHECK(mismatch(h, n, 130 + (unsigned)i) < 0, "%zu bytes: data", n);
+        CHECK(native || all_rewritten(), "the first D2H of %zu bytes went native", n);
+        CHECK(rec.total_here() <= budget[i], "the first D2H of %zu bytes pinned %zu bytes inside the call",
+              n, rec.total_here());
+        cudaFree(d);
+        free(h);
+    }
+    cudaStreamDestroy(s);
+    return true;
+}
+
+/* The grower's allocations keep another thread's global-mode capture valid
+ * (a cudaHostAlloc on a thread not in relaxed mode ends it with
+ * cudaErrorStreamCaptureInvalidated): a thread begins a capture, this one
+ * makes its first large H2D (native; the grower pins the slots) and repeats
+ * it until it is rewritten, then the capture ends. */
+static bool t_first_use_capture(void)
+{
+    const size_t n = 32u << 20;
+    struct alloc_record rec;
+    CHECK(alloc_record_find(&rec), "%s", "alloc_record.so is not preloaded (run.sh does it)");
+    unsigned char *h = malloc(n), *d = dev_alloc(0, n);
+    CHECK(h != NULL && d != NULL, "%s", "out of memory");
+    cudaStream_t s = stream_on(0, cudaStreamNonBlocking), c = stream_on(0, cudaStreamNonBlocking);
+    pthread_barrier_t begun, finish;
+    pthread_barrier_init(&begun, NULL, 2);
+    pthread_barrier_init(&finish, NULL, 2);
+    struct capturer cap = {c, cudaErrorUnknown, &begun, &finish};
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, capture_main, &cap) == 0, "%s", "pthread_create");
+    pthread_barrier_wait(&begun);
+    unsigned long pinned_before = rec.done();
+    unsigned tries = native ? 1 : until_rewritten(H2D, h, d, n, s, &rec, 140);
+    unsigned long pinned_during = rec.done() - pinned_before;
+    pthread_barrier_wait(&finish);
+    pthread_join(t, NULL);
+    CHECK(cap.end == cudaSuccess, "the other thread's capture was invalidated: %s", cudaGetErrorName(cap.end));
+    CHECK(tries > 0, "%s", "the H2D was never rewritten");
+    CHECK(native || pinned_during > 0, "%s", "nothing was pinned during the capture: the test proves nothing");
+    cudaStreamDestroy(s);
+    cudaFree(d);
+    free(h);
+    return true;
+}
+
+/* The grower thread exists only in a process that needed it: none after
+ * kernels, pinned copies and a small pageable copy; one ("unstall-grow")
+ * after a first large pageable copy. */
+static bool thread_named(const char *name)
+{
+    DIR *dir = opendir("/proc/self/task");
+    if (dir == NULL)
+        return false;
+    bool found = false;
+    for (struct dirent *e; !found && (e = readdir(dir)) != NULL;) {
+        char path[300], comm[32];
+        snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (f == NULL)
+            continue;
+        found = fgets(comm, sizeof comm, f) != NULL && strncmp(comm, name, strlen(name)) == 0;
+        fclose(f);
+    }
+    closedir(dir);
+    return found;
+}
+
+static bool t_grower_lazy(void)
+{
+    const size_t n = 32u << 20;
+    unsigned char *h = malloc(n), *d = dev_alloc(0, n), *pinned = NULL;
+    CHECK(h != NULL && d != NULL && cudaMallocHost((void **)&pinned, n) == cudaSuccess, "%s", "out of memory");
+    cudaStream_t s = stream_on(0, cudaStreamNonBlocking);
+    CUDA(launch_sleep(s, 100));
+    CUDA(cudaMemcpyAsync(d, pinned, n, cudaMemcpyHostToDevice, s));
+    CUDA(cudaMemcpyAsync(h, d, 4, cudaMemcpyDeviceToHost, s)); /* small: pinned inside the call */
+    CUDA(cudaStreamSynchronize(s));
+    CHECK(!thread_named("unstall-grow"), "%s", "a grower thread before any copy needed one");
+    fill(h, n, 150);
+    CUDA(cudaMemcpy(d, h, n, cudaMemcpyHostToDevice));
+    CHECK(mismatch(d, n, 150) < 0, "%s", "data");
+    CHECK(native || thread_named("unstall-grow"), "%s", "no grower thread after a first large copy");
+    cudaFreeHost(pinned);
+    cudaFree(d);
+    free(h);
     return true;
 }
 
@@ -983,6 +1241,10 @@ static const struct test tests[] = {
     {"d2h_then_h2d", t_d2h_then_h2d, true},
     {"free_during_copy", t_free_during_copy, true},
     {"first_use_launch", t_first_use_launch, false},
+    {"first_use_large", t_first_use_large, false},
+    {"first_use_small_d2h", t_first_use_small_d2h, false},
+    {"first_use_capture", t_first_use_capture, false},
+    {"grower_lazy", t_grower_lazy, false},
     {"fault_no_pinned", t_fault_no_pinned, false},
     {"fault_no_events", t_fault_no_events, false},
     {"fault_no_streams", t_fault_no_streams, false},

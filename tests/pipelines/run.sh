@@ -36,8 +36,15 @@ fi
 work=$(mktemp -d "$build/pipeline-tests.XXXXXX") || exit 1
 prog=$work/pipe_tests
 if ! ${CC:-gcc} -std=c11 -D_GNU_SOURCE -O1 -g -Wall -Wextra -Werror $SAN_CFLAGS -I"$cuda/include" -I"$here/../fakecuda" \
-    -o "$prog" "$here/pipe_tests.c" -L"$fake" -lcudart -pthread; then
+    -o "$prog" "$here/pipe_tests.c" -L"$fake" -lcudart -pthread -ldl; then
     fail build "pipe_tests.c does not compile"
+    finish
+fi
+# who pins memory on which thread (the first-use tests), preloaded after the shim
+rec=$work/alloc_record.so
+if ! ${CC:-gcc} -std=c11 -D_GNU_SOURCE -O1 -g -Wall -Wextra -Werror -fPIC -shared -I"$cuda/include" \
+    -o "$rec" "$here/alloc_record.c" -ldl; then
+    fail build "alloc_record.c does not compile"
     finish
 fi
 
@@ -109,6 +116,17 @@ fi
 # first use with pinning as costly as on an H200 and the default staging sizes
 run first_use_native LD_LIBRARY_PATH="$fake" PIPE_NATIVE=1 FAKECUDA_HOST_ALLOC_US_PER_MIB=400 UNSTALL_CHUNK_BYTES=8m "$prog" first_use_launch
 shimmed first_use FAKECUDA_HOST_ALLOC_US_PER_MIB=400 UNSTALL_CHUNK_BYTES=8m "$prog" first_use_launch
+# each the process's first copies, pinning as costly as on an H100: nothing
+# beyond the inline budget is pinned inside a copy, the grower does the rest
+for t in first_use_large first_use_small_d2h first_use_capture grower_lazy; do
+    run "${t}_native" LD_LIBRARY_PATH="$fake" LD_PRELOAD="$rec" PIPE_NATIVE=1 FAKECUDA_HOST_ALLOC_US_PER_MIB=400 \
+        "$prog" "$t"
+    run "$t" LD_LIBRARY_PATH="$fake" LD_PRELOAD="$shim $rec" FAKECUDA_HOST_ALLOC_US_PER_MIB=400 \
+        UNSTALL_CHUNK_BYTES=8m "$prog" "$t"
+done
+expect_log first_use_large "goes native while a background thread grows the pool" 1
+# seed 004 as the process's first copy (a 4-byte D2H): rewritten, no hang
+shimmed seed004_first FAKECUDA_HOST_ALLOC_US_PER_MIB=400 UNSTALL_CHUNK_BYTES=8m "$prog" seed004
 shimmed no_pinned FAKECUDA_FAULT_HOST_ALLOC=1 "$prog" fault_no_pinned
 expect_log no_pinned "cudaHostAlloc of .* failed" 1
 shimmed no_events "$prog" fault_no_events

@@ -1,7 +1,9 @@
 /* fake_cuda.c - see fake_cuda.h. */
 #include "fake_cuda.h"
+#include "grower.h"
 #include "staging.h"
 
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -44,6 +46,11 @@ static unsigned not_relaxed;
 static void *host_allocs[FAKE_MAX_HOST_ALLOCS];
 static unsigned nhost_allocs;
 
+/* The staging pool's grower thread calls the fake too (grower.c): the call
+ * log and the counts are kept under this lock. Tests read them once the
+ * grower is idle (us_grower_wait_idle). */
+static pthread_mutex_t fake_mu = PTHREAD_MUTEX_INITIALIZER;
+
 static struct {
     unsigned calls;      /* of this function so far */
     unsigned fail_from;  /* 1-based call number of the first failure; 0: none */
@@ -56,16 +63,21 @@ static cudaError_t note(enum fake_cuda_fn fn, cudaStream_t stream, cudaEvent_t e
                         const void *src, size_t bytes)
 {
     bool relaxed = capture_mode == cudaStreamCaptureModeRelaxed;
-    if (!relaxed && fn != FAKE_cudaThreadExchangeStreamCaptureMode)
+    pthread_mutex_lock(&fake_mu);
+    /* choosing a device is no capture-unsafe call (the grower thread makes
+     * the copy's device current before anything else: no context elsewhere) */
+    if (!relaxed && fn != FAKE_cudaThreadExchangeStreamCaptureMode && fn != FAKE_cudaSetDevice)
         not_relaxed++;
     if (fake_cuda.ncalls < FAKE_CUDA_MAX_LOG)
         fake_cuda.calls[fake_cuda.ncalls++] = (struct fake_cuda_call){
-            fn, stream, event, dst, src, bytes, current_device, relaxed};
+            fn, stream, event, dst, src, bytes, current_device, relaxed, pthread_self()};
     unsigned n = ++fns[fn].calls;
+    cudaError_t err = cudaSuccess;
     if (fns[fn].fail_from != 0 && n >= fns[fn].fail_from &&
         (fns[fn].fail_count == 0 || n < fns[fn].fail_from + fns[fn].fail_count))
-        return fns[fn].err;
-    return cudaSuccess;
+        err = fns[fn].err;
+    pthread_mutex_unlock(&fake_mu);
+    return err;
 }
 
 static struct fake_stream *stream_of(cudaStream_t s)
@@ -144,14 +156,20 @@ static cudaError_t f_cudaHostAlloc(void **p, size_t size, unsigned flags)
     cudaError_t err = note(FAKE_cudaHostAlloc, NULL, NULL, NULL, NULL, size);
     if (err != cudaSuccess)
         return err;
-    if (nhost_allocs == FAKE_MAX_HOST_ALLOCS)
+    void *mem = aligned_alloc(4096, (size + 4095) & ~(size_t)4095);
+    if (mem == NULL)
         return cudaErrorMemoryAllocation;
-    *p = aligned_alloc(4096, (size + 4095) & ~(size_t)4095);
-    if (*p == NULL)
+    pthread_mutex_lock(&fake_mu);
+    if (nhost_allocs == FAKE_MAX_HOST_ALLOCS) {
+        pthread_mutex_unlock(&fake_mu);
+        free(mem);
         return cudaErrorMemoryAllocation;
-    host_allocs[nhost_allocs++] = *p;
+    }
+    *p = mem;
+    host_allocs[nhost_allocs++] = mem;
     fake_cuda.host_alloc_bytes += size;
     fake_cuda.host_alloc_flags = flags;
+    pthread_mutex_unlock(&fake_mu);
     return cudaSuccess;
 }
 
@@ -330,6 +348,7 @@ static struct us_real_api table;
 
 void fake_cuda_reset(void)
 {
+    us_grower_wait_idle(); /* a request of the last test still worked: not into this one's state */
     /* the shim's modules are reset after this: nothing uses the old pinned
      * memory any more */
     for (unsigned i = 0; i < nhost_allocs; i++)

@@ -16,6 +16,7 @@
 #define FAKE_CUDA_H
 
 #include <cuda_runtime_api.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -44,6 +45,7 @@ struct fake_cuda_call {
     size_t bytes;
     int device;          /* current device at the call */
     bool relaxed;        /* the thread's capture mode was relaxed */
+    pthread_t thread;    /* the calling thread */
 };
 
 struct fake_cuda_state {
@@ -83,7 +85,7 @@ int fake_cuda_event_device(cudaEvent_t e);
 cudaStream_t fake_cuda_user_stream(int device);
 
 /* Calls made while the thread was not in relaxed capture mode (the exchange
- * itself not counted). */
+ * itself and cudaSetDevice not counted). */
 unsigned fake_cuda_calls_not_relaxed(void);
 
 /* --- helpers for the shim's pipeline tests ------------------------------------ */

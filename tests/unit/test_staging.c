@@ -1,6 +1,9 @@
 /* test_staging.c - the pinned staging pool: allocated on first need one
- * slot at a time, sized after the copy, portable, bounded by pinned_max, reused, pending slots not claimed
- * until their event completed, failures declined and logged once. */
+ * slot at a time, sized after the copy, portable, bounded by pinned_max,
+ * reused, pending slots not claimed until their event completed, failures
+ * declined and logged once; growth inside a copy only within its inline
+ * budget, the rest by the grower thread (on the copy's device, in relaxed
+ * capture mode, topping up to what is available). */
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -10,6 +13,7 @@
 #include <cmocka.h>
 
 #include "fake_cuda.h"
+#include "grower.h"
 #include "log.h"
 #include "real.h"
 #include "staging.h"
@@ -240,6 +244,220 @@ static void test_staging_concurrent_claims_are_exclusive(void **state)
     assert_int_equal(fake_cuda_count(FAKE_cudaHostAlloc), 8);
 }
 
+/* --- first use: growth off the copy's thread (issue 8 item 7, issue 15 item 2) --- */
+
+static void test_staging_inline_budget(void **state)
+{
+    (void)state;
+    assert_int_equal(us_staging_inline_budget(0), US_STAGING_MIN_SLOT);
+    assert_int_equal(us_staging_inline_budget(4), US_STAGING_MIN_SLOT);
+    assert_int_equal(us_staging_inline_budget(MiB), 128u << 10);
+    assert_int_equal(us_staging_inline_budget(8 * MiB), MiB);
+    assert_int_equal(us_staging_inline_budget(64 * MiB), US_STAGING_INLINE_MAX);
+    assert_int_equal(US_STAGING_INLINE_MAX, MiB);
+}
+
+/* cudaHostAlloc calls so far: on this thread, and on others (the grower). */
+static void host_allocs(unsigned *here, unsigned *elsewhere, size_t *largest_here)
+{
+    *here = *elsewhere = 0;
+    *largest_here = 0;
+    for (size_t i = 0; i < fake_cuda.ncalls; i++) {
+        const struct fake_cuda_call *c = &fake_cuda.calls[i];
+        if (c->fn != FAKE_cudaHostAlloc)
+            continue;
+        if (pthread_equal(c->thread, pthread_self())) {
+            ++*here;
+            if (c->bytes > *largest_here)
+                *largest_here = c->bytes;
+        } else {
+            ++*elsewhere;
+        }
+    }
+}
+
+static unsigned ask(unsigned want, size_t bytes, int device, bool partial_ok, struct us_slot **out, bool *growing)
+{
+    struct us_staging_ask a = {.want = want, .copy_bytes = bytes, .device = device, .partial_ok = partial_ok};
+    return us_staging_claim_for_copy(&a, out, growing);
+}
+
+/* A copy whose missing slots come to more than its inline budget pins
+ * nothing inside the call: it declines (an H2D goes native) and the grower
+ * thread pins them, with the copy's stream device current and in relaxed
+ * capture mode; the same copy then finds them ready. Before, the first
+ * 64 MiB copy pinned 8 slots of 8 MiB inside the call (about 26 ms on an
+ * H100, against 8.8 ms for the native copy). */
+static void test_staging_large_growth_goes_to_the_grower(void **state)
+{
+    (void)state;
+    fake_cuda_config(8 * MiB, 4, 1024 * MiB);
+    struct us_slot *s[US_STAGING_MAX_CLAIM];
+    bool growing = false;
+    assert_int_equal(ask(64, 64 * MiB, 1, false, s, &growing), 0);
+    assert_true(growing);
+    us_grower_wait_idle();
+    unsigned here, elsewhere;
+    size_t largest;
+    host_allocs(&here, &elsewhere, &largest);
+    assert_int_equal(here, 0);
+    assert_int_equal(elsewhere, 8); /* the whole copy, in slots of 8 MiB */
+    for (size_t i = 0; i < fake_cuda.ncalls; i++) {
+        const struct fake_cuda_call *c = &fake_cuda.calls[i];
+        if (c->fn == FAKE_cudaHostAlloc) {
+            assert_int_equal(c->bytes, 8 * MiB);
+            assert_int_equal(c->device, 1); /* the copy's device: no context on device 0 */
+            assert_true(c->relaxed);        /* a program's global capture stays valid */
+        }
+    }
+    assert_int_equal(fake_cuda_log_count("goes native while a background thread grows the pool"), 1);
+    int dev = -1;
+    assert_int_equal(us_real()->cudaGetDevice(&dev), cudaSuccess);
+    assert_int_equal(dev, 0); /* this thread's device untouched */
+    /* the next copy of that size finds its slots */
+    assert_int_equal(ask(64, 64 * MiB, 1, false, s, &growing), 8);
+    assert_false(growing);
+    us_staging_release(s, 8, NULL);
+    assert_int_equal(fake_cuda_count(FAKE_cudaHostAlloc), 8);
+    /* a second short copy logs nothing more */
+    assert_int_equal(ask(64, 128 * MiB, 1, false, s, &growing), 0);
+    us_grower_wait_idle();
+    assert_int_equal(fake_cuda_log_count("goes native while a background thread grows the pool"), 1);
+}
+
+/* A D2H runs with fewer slots than it wants: one pinned inside the call when
+ * it has none and the budget allows it (a small D2H is rewritten from its
+ * first use, seed 004), the rest from the grower. Before, a first 1 MiB D2H
+ * pinned 4 slots of 128 KiB inside the call. */
+static void test_staging_partial_claim_pins_one_slot_inline(void **state)
+{
+    (void)state;
+    fake_cuda_config(8 * MiB, 4, 1024 * MiB);
+    struct us_slot *s[4];
+    bool growing = false;
+    assert_int_equal(ask(4, MiB, 0, true, s, &growing), 1);
+    assert_true(growing);
+    assert_int_equal(s[0]->bytes, 128u << 10);
+    us_grower_wait_idle();
+    unsigned here, elsewhere;
+    size_t largest;
+    host_allocs(&here, &elsewhere, &largest);
+    assert_int_equal(here, 1);
+    assert_int_equal(largest, 128u << 10);
+    assert_int_equal(elsewhere, 3); /* the copy holds one: three more make its four */
+    us_staging_release(s, 1, NULL);
+    assert_int_equal(ask(4, MiB, 0, true, s, &growing), 4);
+    assert_false(growing);
+    us_staging_release(s, 4, NULL);
+    /* a D2H whose smallest slot is over its inline budget: none inline,
+     * native, and the log says why */
+    assert_int_equal(fake_cuda_log_count("goes native while a background thread grows the pool"), 0);
+    assert_int_equal(ask(4, 64 * MiB, 0, true, s, &growing), 0);
+    assert_true(growing);
+    assert_int_equal(fake_cuda_log_count("goes native while a background thread grows the pool"), 1);
+    us_grower_wait_idle();
+    host_allocs(&here, &elsewhere, &largest);
+    assert_int_equal(here, 1);
+    assert_int_equal(elsewhere, 7);
+    assert_int_equal(ask(4, 64 * MiB, 0, true, s, &growing), 4);
+}
+
+/* Small growth stays inside the call, and asks the grower for nothing. */
+static void test_staging_small_growth_stays_inline(void **state)
+{
+    (void)state;
+    fake_cuda_config(8 * MiB, 4, 1024 * MiB);
+    unsigned long requests = us_grower_requests_done();
+    struct us_slot *s[4];
+    bool growing = true;
+    assert_int_equal(ask(4, 4096, 0, false, s, &growing), 1);
+    assert_false(growing);
+    assert_int_equal(s[0]->bytes, US_STAGING_MIN_SLOT);
+    us_staging_release(s, 1, NULL);
+    /* 4 MiB: 512 KiB slots, its budget one of them: one missing is pinned here */
+    assert_int_equal(ask(1, 4 * MiB, 0, false, s, &growing), 1);
+    assert_false(growing);
+    us_grower_wait_idle();
+    assert_int_equal(us_grower_requests_done(), requests);
+    unsigned here, elsewhere;
+    size_t largest;
+    host_allocs(&here, &elsewhere, &largest);
+    assert_int_equal(here, 2);
+    assert_int_equal(elsewhere, 0);
+}
+
+/* The grower counts what is available when it works a request: the same
+ * request twice adds the slots once; slots another copy holds, or whose GPU
+ * work is pending, do not count, so concurrent copies each get theirs. */
+static void test_staging_grower_tops_up_to_what_is_available(void **state)
+{
+    (void)state;
+    fake_cuda_config(8 * MiB, 4, 1024 * MiB);
+    struct us_slot *s[US_STAGING_MAX_CLAIM], *t[US_STAGING_MAX_CLAIM];
+    bool growing;
+    assert_int_equal(ask(64, 16 * MiB, 0, false, s, &growing), 0);
+    us_grower_wait_idle();
+    assert_int_equal(fake_cuda_count(FAKE_cudaHostAlloc), 8); /* 8 slots of 2 MiB */
+    assert_true(us_grower_request(0, 2 * MiB, 8)); /* asked again: they are there */
+    us_grower_wait_idle();
+    assert_int_equal(fake_cuda_count(FAKE_cudaHostAlloc), 8);
+    assert_int_equal(ask(64, 16 * MiB, 0, false, s, &growing), 8);
+    /* held by this copy: another one of that size gets its own */
+    assert_int_equal(ask(64, 16 * MiB, 0, false, t, &growing), 0);
+    us_grower_wait_idle();
+    assert_int_equal(fake_cuda_count(FAKE_cudaHostAlloc), 16);
+    assert_int_equal(ask(64, 16 * MiB, 0, false, t, &growing), 8);
+    /* released with their work pending: not available either */
+    int pending[US_STAGING_MAX_CLAIM];
+    for (int i = 0; i < 8; i++) {
+        cudaEvent_t ev;
+        assert_int_equal(us_staging_slot_event(s[i], 0, 0, &ev), cudaSuccess);
+        pending[i] = 0;
+    }
+    us_staging_release(s, 8, pending);
+    fake_cuda.events_busy = true;
+    assert_int_equal(ask(64, 16 * MiB, 0, false, s, &growing), 0);
+    us_grower_wait_idle();
+    assert_int_equal(fake_cuda_count(FAKE_cudaHostAlloc), 24);
+    us_staging_release(t, 8, NULL);
+}
+
+static void test_staging_grower_respects_pinned_max(void **state)
+{
+    (void)state;
+    fake_cuda_config(8 * MiB, 4, 24 * MiB);
+    struct us_slot *s[US_STAGING_MAX_CLAIM];
+    bool growing;
+    assert_int_equal(ask(64, 64 * MiB, 0, false, s, &growing), 0);
+    us_grower_wait_idle();
+    assert_int_equal(fake_cuda_count(FAKE_cudaHostAlloc), 3);
+    assert_int_equal(us_staging_pinned_bytes(), 24 * MiB);
+    assert_int_equal(fake_cuda_log_count("pinned_max"), 1);
+    /* what the pool holds serves the copies it can hold */
+    assert_int_equal(ask(64, 24 * MiB, 0, false, s, &growing), 3);
+    assert_false(growing);
+    us_staging_release(s, 3, NULL);
+    /* the larger one goes native again, and nothing more is pinned */
+    assert_int_equal(ask(64, 64 * MiB, 0, false, s, &growing), 0);
+    us_grower_wait_idle();
+    assert_int_equal(fake_cuda_count(FAKE_cudaHostAlloc), 3);
+}
+
+static void test_staging_grower_failure_is_logged_once(void **state)
+{
+    (void)state;
+    fake_cuda_config(8 * MiB, 4, 1024 * MiB);
+    fake_cuda_fail(FAKE_cudaHostAlloc, 1, 0, cudaErrorMemoryAllocation);
+    struct us_slot *s[US_STAGING_MAX_CLAIM];
+    bool growing;
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(ask(64, 64 * MiB, 0, false, s, &growing), 0);
+        us_grower_wait_idle();
+    }
+    assert_int_equal(fake_cuda_log_count("cudaHostAlloc"), 1);
+    assert_int_equal(us_staging_pinned_bytes(), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -253,6 +471,13 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_staging_ring_counts_toward_the_budget, setup, fake_cuda_teardown),
         cmocka_unit_test_setup_teardown(test_staging_slot_event_made_on_its_device, setup, fake_cuda_teardown),
         cmocka_unit_test_setup_teardown(test_staging_concurrent_claims_are_exclusive, setup, fake_cuda_teardown),
+        cmocka_unit_test_setup_teardown(test_staging_inline_budget, setup, fake_cuda_teardown),
+        cmocka_unit_test_setup_teardown(test_staging_large_growth_goes_to_the_grower, setup, fake_cuda_teardown),
+        cmocka_unit_test_setup_teardown(test_staging_partial_claim_pins_one_slot_inline, setup, fake_cuda_teardown),
+        cmocka_unit_test_setup_teardown(test_staging_small_growth_stays_inline, setup, fake_cuda_teardown),
+        cmocka_unit_test_setup_teardown(test_staging_grower_tops_up_to_what_is_available, setup, fake_cuda_teardown),
+        cmocka_unit_test_setup_teardown(test_staging_grower_respects_pinned_max, setup, fake_cuda_teardown),
+        cmocka_unit_test_setup_teardown(test_staging_grower_failure_is_logged_once, setup, fake_cuda_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

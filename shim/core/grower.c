@@ -1,0 +1,200 @@
+/* grower.c - see grower.h.
+ *
+ * One thread, a queue of at most GROWER_QUEUE requests under the grower's
+ * mutex, a condition variable to wake the thread and one to tell a test it
+ * is idle. The thread works a request outside the mutex: it asks the pool
+ * how many slots are missing (counted once, so that copies claiming the new
+ * slots while it works never make it grow without end), then adds them one
+ * allocation at a time. */
+#include "grower.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "log.h"
+#include "real.h"
+#include "staging.h"
+#include "state.h"
+
+#define GROWER_QUEUE 8
+#define GROWER_STACK_BYTES (256u << 10)
+
+struct grow_request {
+    int device;
+    size_t slot_bytes;
+    unsigned count;
+};
+
+enum grower_state { GROWER_NOT_STARTED, GROWER_RUNNING, GROWER_FAILED };
+
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t wake; /* the thread waits here for a request */
+    pthread_cond_t idle; /* tests wait here for the queue to drain */
+    struct grow_request queue[GROWER_QUEUE];
+    unsigned queued;
+    bool working; /* a request is being worked, outside mu */
+    enum grower_state state;
+} grower = {
+    .mu = PTHREAD_MUTEX_INITIALIZER,
+    .wake = PTHREAD_COND_INITIALIZER,
+    .idle = PTHREAD_COND_INITIALIZER,
+};
+
+static atomic_bool in_child;  /* after fork(): the thread does not exist here */
+static atomic_bool exiting;   /* the process is exiting: allocate nothing more */
+static atomic_ulong requests_done, slots_added;
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+static int logged_start, logged_set_device;
+
+static void after_fork_child(void)
+{
+    atomic_store(&in_child, true);
+}
+
+static void register_atfork(void)
+{
+    pthread_atfork(NULL, NULL, after_fork_child);
+}
+
+/* The runtime may be unloading once exit has begun (contract 8): a request
+ * in progress finishes its current allocation and starts no other. */
+__attribute__((destructor)) static void grower_at_exit(void)
+{
+    atomic_store(&exiting, true);
+}
+
+/* On the grower thread: `device` current and relaxed capture mode, set
+ * before its first allocation and whenever a request names another device.
+ * cudaSetDevice first: the copy's device has a context already, so nothing
+ * is created on a device the program does not use. */
+static bool prepare(int device, int *current, bool *relaxed)
+{
+    const struct us_real_api *real = us_real();
+    if (device != *current) {
+        cudaError_t err = real->cudaSetDevice(device);
+        if (err != cudaSuccess) {
+            us_log_once(&logged_set_device, US_LOG_WARN,
+                        "staging grower: cudaSetDevice(%d) failed (%s): the pool does not grow in the background",
+                        device, us_real_error_name(err));
+            return false;
+        }
+        *current = device;
+    }
+    if (!*relaxed) {
+        enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+        if (real->cudaThreadExchangeStreamCaptureMode(&mode) != cudaSuccess)
+            return false; /* an allocation now could invalidate a program's capture */
+        *relaxed = true;
+    }
+    return true;
+}
+
+static void work(const struct grow_request *r, int *current, bool *relaxed)
+{
+    if (atomic_load(&exiting) || !prepare(r->device, current, relaxed))
+        return;
+    unsigned missing = us_staging_missing(r->slot_bytes, r->count);
+    for (unsigned i = 0; i < missing && !atomic_load(&exiting); i++) {
+        if (!us_staging_add_free(r->slot_bytes))
+            break; /* pinned_max or a failed allocation, logged once by the pool */
+        atomic_fetch_add(&slots_added, 1);
+    }
+}
+
+static void *grower_main(void *arg)
+{
+    (void)arg;
+    us_state_enter(); /* for good: the shim's hooks pass through on this thread */
+    int current = -1;
+    bool relaxed = false;
+    pthread_mutex_lock(&grower.mu);
+    for (;;) {
+        while (grower.queued == 0) {
+            grower.working = false;
+            pthread_cond_broadcast(&grower.idle);
+            pthread_cond_wait(&grower.wake, &grower.mu);
+        }
+        struct grow_request r = grower.queue[0];
+        memmove(grower.queue, grower.queue + 1, --grower.queued * sizeof grower.queue[0]);
+        grower.working = true;
+        pthread_mutex_unlock(&grower.mu);
+        work(&r, &current, &relaxed);
+        atomic_fetch_add(&requests_done, 1);
+        pthread_mutex_lock(&grower.mu);
+    }
+    return NULL;
+}
+
+/* Under grower.mu: starts the thread. */
+static bool start_locked(void)
+{
+    pthread_once(&atfork_once, register_atfork);
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setstacksize(&attr, GROWER_STACK_BYTES);
+    /* the thread inherits this mask: no program signal lands on it */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    pthread_t t;
+    int rc = pthread_create(&t, &attr, grower_main, NULL);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    pthread_attr_destroy(&attr);
+    if (rc != 0) {
+        us_log_once(&logged_start, US_LOG_WARN,
+                    "staging grower: cannot start a thread (%s): copies grow the pool themselves", strerror(rc));
+        return false;
+    }
+    pthread_setname_np(t, "unstall-grow");
+    return true;
+}
+
+bool us_grower_request(int device, size_t slot_bytes, unsigned count)
+{
+    if (atomic_load(&in_child))
+        return false;
+    if (count == 0)
+        return true; /* nothing to add */
+    pthread_mutex_lock(&grower.mu);
+    if (grower.state == GROWER_NOT_STARTED)
+        grower.state = start_locked() ? GROWER_RUNNING : GROWER_FAILED;
+    bool running = grower.state == GROWER_RUNNING;
+    if (running) {
+        unsigned i = 0;
+        while (i < grower.queued && grower.queue[i].slot_bytes != slot_bytes)
+            i++;
+        if (i < grower.queued) { /* the same size asked again: the larger count, the latest device */
+            if (count > grower.queue[i].count)
+                grower.queue[i].count = count;
+            grower.queue[i].device = device;
+        } else if (grower.queued < GROWER_QUEUE) {
+            grower.queue[grower.queued++] = (struct grow_request){device, slot_bytes, count};
+        } /* else dropped: the next copy that finds the pool short asks again */
+        pthread_cond_signal(&grower.wake);
+    }
+    pthread_mutex_unlock(&grower.mu);
+    return running;
+}
+
+void us_grower_wait_idle(void)
+{
+    pthread_mutex_lock(&grower.mu);
+    while (grower.state == GROWER_RUNNING && (grower.queued > 0 || grower.working))
+        pthread_cond_wait(&grower.idle, &grower.mu);
+    pthread_mutex_unlock(&grower.mu);
+}
+
+unsigned long us_grower_requests_done(void)
+{
+    return atomic_load(&requests_done);
+}
+
+unsigned long us_grower_slots_added(void)
+{
+    return atomic_load(&slots_added);
+}
