@@ -479,6 +479,13 @@ static int logged_unwinder;
 
 static void unwinder_init(void)
 {
+    /* Under ThreadSanitizer, libunwind's per-thread cache destructor runs at
+     * thread exit after TSan tore the thread's state down, and crashes the
+     * program (seen in make sanitize): stay with backtrace(3) there. */
+    if (dlsym(RTLD_DEFAULT, "__tsan_init") != NULL) {
+        us_log_once(&logged_unwinder, US_LOG_INFO, "ThreadSanitizer present: call sites are captured with backtrace(3)");
+        return;
+    }
     void *lib = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
     unwind_backtrace_fn fast = lib != NULL ? (unwind_backtrace_fn)dlsym(lib, "unw_backtrace") : NULL;
     int (*set_caching)(void *, int) = lib != NULL ? (int (*)(void *, int))dlsym(lib, UNW_PREFIX "set_caching_policy")

@@ -414,11 +414,13 @@ static void log_sink(enum us_log_level level, const char *line, void *arg)
 {
     (void)level;
     (void)arg;
+    pthread_mutex_lock(&fake_mu); /* the grower thread logs too */
     if (log_count < FAKE_LOG_LINES) {
         strncpy(log_lines[log_count], line, sizeof log_lines[0] - 1);
         log_lines[log_count][sizeof log_lines[0] - 1] = '\0';
         log_count++;
     }
+    pthread_mutex_unlock(&fake_mu);
 }
 
 void fake_cuda_log_capture(void)
@@ -430,8 +432,10 @@ void fake_cuda_log_capture(void)
 unsigned fake_cuda_log_count(const char *text)
 {
     unsigned n = 0;
+    pthread_mutex_lock(&fake_mu);
     for (unsigned i = 0; i < log_count; i++)
         n += strstr(log_lines[i], text) != NULL;
+    pthread_mutex_unlock(&fake_mu);
     return n;
 }
 
