@@ -8,6 +8,7 @@
 #ifndef UNSTALL_STATE_H
 #define UNSTALL_STATE_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <time.h>
@@ -29,6 +30,11 @@ static inline bool us_passthrough(void)
 static inline void us_state_enter(void) { us_state_depth++; }
 static inline void us_state_leave(void) { us_state_depth--; }
 
+/* The one function a higher layer runs at the shim's start, once the
+ * configuration is loaded and only when the shim is active (the report layer
+ * registers it from a constructor: base calls nothing above it). */
+void us_state_set_start_hook(void (*hook)(void));
+
 /* Whether any hook was reached (the report says so when none was: a program
  * that links the runtime statically is invisible to a runtime-layer preload).
  * A plain read before the one write keeps the cache line shared. */
@@ -38,6 +44,7 @@ static inline void us_state_note_call(void)
     if (!__atomic_load_n((int *)&us_state_hooked, __ATOMIC_RELAXED))
         __atomic_store_n((int *)&us_state_hooked, 1, __ATOMIC_RELAXED);
 }
+static inline bool us_state_was_hooked(void) { return atomic_load_explicit(&us_state_hooked, memory_order_relaxed) != 0; }
 
 static inline uint64_t us_now_ns(void)
 {
