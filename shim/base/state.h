@@ -18,12 +18,17 @@ bool us_state_init_slow(void); /* loads the configuration once; returns "pass th
 extern _Atomic int us_state_bypass; /* -1 before init, 0 active, 1 pass through */
 extern _Thread_local int us_state_depth;
 
+/* The re-entry depth is read first: a re-entry during the start (on the
+ * thread running it) passes through instead of waiting in pthread_once for
+ * itself. */
 static inline bool us_passthrough(void)
 {
-    int bypass = __atomic_load_n((int *)&us_state_bypass, __ATOMIC_RELAXED);
+    if (us_state_depth > 0)
+        return true;
+    int bypass = atomic_load_explicit(&us_state_bypass, memory_order_relaxed);
     if (__builtin_expect(bypass < 0, 0))
-        return us_state_init_slow() || us_state_depth > 0;
-    return bypass != 0 || us_state_depth > 0;
+        return us_state_init_slow();
+    return bypass != 0;
 }
 
 /* Bracket the shim's own work on a thread so re-entry passes through. */
