@@ -38,6 +38,7 @@ for t in "$build"/unit/test_* "$build"/fakecuda/test_*; do
     suite "$(basename "$t")" "$t"
 done
 suite gen-docs-check python3 tools/gen-docs --check
+suite layers python3 -m unittest discover -s tests/layers
 [ -d tests/report ] && suite unstall-report python3 -m unittest discover -s tests/report
 [ -d tests/bench ] && suite bench-chart python3 -m unittest discover -s tests/bench
 [ -d tests/p2pcheck ] && suite p2pcheck env BUILD="$build" python3 -m unittest discover -s tests/p2pcheck

@@ -7,6 +7,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include "classify.h"
+#include "device_state.h"
 #include "real.h"
 #include "state.h"
 #include "watch.h"

@@ -398,7 +398,7 @@ static void test_staging_grower_tops_up_to_what_is_available(void **state)
     assert_int_equal(ask(64, 16 * MiB, 0, false, s, &growing), 0);
     us_grower_wait_idle();
     assert_int_equal(fake_cuda_count(FAKE_cudaHostAlloc), 8); /* 8 slots of 2 MiB */
-    assert_true(us_grower_request(0, 2 * MiB, 8)); /* asked again: they are there */
+    assert_true(us_grower_request(&us_staging_grower_pool, 0, 2 * MiB, 8)); /* asked again: they are there */
     us_grower_wait_idle();
     assert_int_equal(fake_cuda_count(FAKE_cudaHostAlloc), 8);
     assert_int_equal(ask(64, 16 * MiB, 0, false, s, &growing), 8);

@@ -1,9 +1,7 @@
 /* watch.c - see watch.h. */
 #include "watch.h"
 
-#include "classify.h"
 #include "device_state.h"
-#include "real.h"
 #include "state.h"
 
 bool us_watch_begin(struct us_watch *w, enum us_rule_id rule, const char *api)
@@ -41,26 +39,6 @@ void us_watch_end(struct us_watch *w, cudaStream_t stream, enum us_stream_kind k
     us_findings_record(&f, &w->site);
 }
 
-enum us_stream_kind us_stream_kind_of(cudaStream_t stream, bool per_thread)
-{
-    if (stream == NULL)
-        return per_thread ? US_STREAM_PER_THREAD : US_STREAM_LEGACY;
-    if (stream == cudaStreamLegacy)
-        return US_STREAM_LEGACY;
-    if (stream == cudaStreamPerThread)
-        return US_STREAM_PER_THREAD;
-    return US_STREAM_USER;
-}
-
-int us_current_device(void)
-{
-    const struct us_real_api *real = us_real();
-    int device = -1;
-    if (real->cudaGetDevice == NULL || real->cudaGetDevice(&device) != cudaSuccess)
-        return -1;
-    return device;
-}
-
 bool us_legacy_contended(enum us_stream_kind kind)
 {
     if (kind != US_STREAM_LEGACY || !us_findings_wanted())
@@ -69,16 +47,4 @@ bool us_legacy_contended(enum us_stream_kind kind)
     us_device_note_legacy_use(device); /* one relaxed read once noted */
     /* one atomic read spares the per-device lookup in the common case */
     return us_device_any_blocking_streams() && us_device_blocking_streams(device) > 0;
-}
-
-static bool is_host(const void *ptr)
-{
-    struct us_mem mem;
-    us_classify_pointer(ptr, &mem);
-    return mem.kind == US_MEM_PINNED || mem.kind == US_MEM_REGISTERED || mem.kind == US_MEM_PAGEABLE;
-}
-
-bool us_touches_host(const void *dst, const void *src)
-{
-    return is_host(dst) || is_host(src);
 }

@@ -2,6 +2,7 @@
 #include "pipeline_common.h"
 
 #include "config.h"
+#include "ondevice.h"
 #include "device_state.h"
 #include "findings.h"
 #include "inflight.h"
@@ -18,7 +19,7 @@
     X(cudaEventRecord) X(cudaEventQuery) X(cudaEventSynchronize) X(cudaMemcpyAsync)           \
     X(cudaHostAlloc) X(cudaLaunchHostFunc)
 
-static int logged_inflight_full, logged_no_slot, logged_event, logged_stream, logged_missing, logged_mode, logged_capture, logged_capture_query, logged_device,
+static int logged_inflight_full, logged_no_slot, logged_missing, logged_mode, logged_capture, logged_capture_query, logged_device,
     logged_stream_device, logged_device_range;
 
 static const char *missing_function(const struct us_real_api *real)
@@ -125,66 +126,6 @@ size_t us_pipe_peer_chunk(size_t bytes, size_t slot_bytes, size_t ring_bytes, un
     return chunk;
 }
 
-/* Runs make(out) with `device` current, switching only when needed. */
-static cudaError_t on_device(int device, int current, cudaError_t (*make)(void *, unsigned), void *out,
-                             unsigned flags)
-{
-    const struct us_real_api *real = us_real();
-    if (device != current) {
-        cudaError_t err = real->cudaSetDevice(device);
-        if (err != cudaSuccess)
-            return err;
-    }
-    cudaError_t err = make(out, flags);
-    if (device != current) {
-        cudaError_t back = real->cudaSetDevice(current);
-        if (err == cudaSuccess && back != cudaSuccess) {
-            err = back;
-        }
-    }
-    return err;
-}
-
-static cudaError_t make_event(void *out, unsigned flags)
-{
-    return us_real()->cudaEventCreateWithFlags(out, flags);
-}
-
-static cudaError_t make_stream(void *out, unsigned flags)
-{
-    return us_real()->cudaStreamCreateWithFlags(out, flags);
-}
-
-cudaError_t us_pipe_event_create(int device, int current, cudaEvent_t *out)
-{
-    cudaEvent_t ev = NULL;
-    cudaError_t err = on_device(device, current, make_event, &ev, cudaEventDisableTiming);
-    if (err == cudaSuccess) {
-        *out = ev;
-        return err;
-    }
-    if (ev != NULL)
-        us_real()->cudaEventDestroy(ev);
-    us_log_once(&logged_event, US_LOG_WARN, "cannot create the shim's events (%s): copies go native",
-                us_real_error_name(err));
-    return err;
-}
-
-cudaError_t us_pipe_stream_create(int device, int current, cudaStream_t *out)
-{
-    cudaStream_t s = NULL;
-    cudaError_t err = on_device(device, current, make_stream, &s, cudaStreamNonBlocking);
-    if (err == cudaSuccess) {
-        *out = s;
-        return err;
-    }
-    if (s != NULL)
-        us_real()->cudaStreamDestroy(s);
-    us_log_once(&logged_stream, US_LOG_WARN, "cannot create the shim's streams (%s): copies go native",
-                us_real_error_name(err));
-    return err;
-}
-
 unsigned us_pipe_claim_cap(void)
 {
     size_t n = us_config()->pinned_max / 2 / us_staging_slot_bytes();
@@ -209,7 +150,7 @@ bool us_pipe_claim(const struct us_pipe *p, unsigned want, bool partial_ok, stru
         if (err == cudaSuccess)
             err = us_staging_slot_event(s->slot[i], p->stream_device, p->current_device, &s->event[i]);
     }
-    if (err != cudaSuccess) { /* logged by us_pipe_event_create */
+    if (err != cudaSuccess) { /* logged by us_ondevice_event_create */
         us_pipe_release(s);
         return false;
     }

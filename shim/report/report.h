@@ -11,7 +11,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "findings.h"
+#include "callsite.h"
+#include "copy.h"
+#include "rules.h"
 
 #define US_REPORT_VERSION 1
 

@@ -81,12 +81,6 @@ static inline size_t us_pipe_chunk_len(size_t bytes, size_t chunk, size_t index)
  * more than half the ring (two chunks in flight at least). */
 size_t us_pipe_peer_chunk(size_t bytes, size_t slot_bytes, size_t ring_bytes, unsigned max_chunks);
 
-/* An event (cudaEventDisableTiming) or a non-blocking stream made on
- * `device`, switching to it and back to `current` when they differ. A
- * failure is logged once (one message for events, one for streams). */
-cudaError_t us_pipe_event_create(int device, int current, cudaEvent_t *out);
-cudaError_t us_pipe_stream_create(int device, int current, cudaStream_t *out);
-
 /* Waits until the shim's own event completed; returns cudaSuccess or the
  * error the event reports: cudaEventSynchronize (pipeline_common.c says what
  * polling cost). Its cost follows the scheduling flags the program chose

@@ -12,7 +12,7 @@
 
 #include "config.h"
 #include "log.h"
-#include "pipeline_common.h"
+#include "ondevice.h"
 #include "real.h"
 #include "staging.h"
 
@@ -84,7 +84,7 @@ static bool make_events(struct us_lane *l, int current)
     }
     cudaError_t err = cudaSuccess;
     for (unsigned i = 0; i < n && err == cudaSuccess; i++)
-        err = us_pipe_event_create(todo[i].device, current, todo[i].event); /* logs a failure */
+        err = us_ondevice_event_create(todo[i].device, current, todo[i].event); /* logs a failure */
     return err == cudaSuccess;
 }
 
@@ -105,10 +105,10 @@ static struct us_lane *make_lane(const struct us_lane_key *key, int current)
     l->key = *key;
     l->nslots = cfg_slots();
     pthread_mutex_init(&l->mu, NULL);
-    cudaError_t err = us_pipe_stream_create(key->src_device, current, &l->d2h);
+    cudaError_t err = us_ondevice_stream_create(key->src_device, current, &l->d2h);
     if (err == cudaSuccess)
-        err = us_pipe_stream_create(key->dst_device, current, &l->h2d);
-    if (err != cudaSuccess) { /* logged by us_pipe_stream_create */
+        err = us_ondevice_stream_create(key->dst_device, current, &l->h2d);
+    if (err != cudaSuccess) { /* logged by us_ondevice_stream_create */
         discard(l);
         return NULL;
     }

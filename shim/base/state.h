@@ -8,6 +8,7 @@
 #ifndef UNSTALL_STATE_H
 #define UNSTALL_STATE_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <time.h>
@@ -17,17 +18,27 @@ bool us_state_init_slow(void); /* loads the configuration once; returns "pass th
 extern _Atomic int us_state_bypass; /* -1 before init, 0 active, 1 pass through */
 extern _Thread_local int us_state_depth;
 
+/* The re-entry depth is read first: a re-entry during the start (on the
+ * thread running it) passes through instead of waiting in pthread_once for
+ * itself. */
 static inline bool us_passthrough(void)
 {
-    int bypass = __atomic_load_n((int *)&us_state_bypass, __ATOMIC_RELAXED);
+    if (us_state_depth > 0)
+        return true;
+    int bypass = atomic_load_explicit(&us_state_bypass, memory_order_relaxed);
     if (__builtin_expect(bypass < 0, 0))
-        return us_state_init_slow() || us_state_depth > 0;
-    return bypass != 0 || us_state_depth > 0;
+        return us_state_init_slow();
+    return bypass != 0;
 }
 
 /* Bracket the shim's own work on a thread so re-entry passes through. */
 static inline void us_state_enter(void) { us_state_depth++; }
 static inline void us_state_leave(void) { us_state_depth--; }
+
+/* The one function a higher layer runs at the shim's start, once the
+ * configuration is loaded and only when the shim is active (the report layer
+ * registers it from a constructor: base calls nothing above it). */
+void us_state_set_start_hook(void (*hook)(void));
 
 /* Whether any hook was reached (the report says so when none was: a program
  * that links the runtime statically is invisible to a runtime-layer preload).
@@ -38,6 +49,7 @@ static inline void us_state_note_call(void)
     if (!__atomic_load_n((int *)&us_state_hooked, __ATOMIC_RELAXED))
         __atomic_store_n((int *)&us_state_hooked, 1, __ATOMIC_RELAXED);
 }
+static inline bool us_state_was_hooked(void) { return atomic_load_explicit(&us_state_hooked, memory_order_relaxed) != 0; }
 
 static inline uint64_t us_now_ns(void)
 {

@@ -53,6 +53,7 @@
 #include <stddef.h>
 
 #include "device_state.h"
+#include "grower.h"
 
 /* Most slots one copy claims (bounds the claimer's arrays). */
 #define US_STAGING_MAX_CLAIM 64
@@ -141,6 +142,7 @@ unsigned us_staging_claim(unsigned want, size_t copy_bytes, struct us_slot **out
  * added (false: pinned_max, or the allocation failed, logged once). */
 unsigned us_staging_missing(size_t slot_bytes, unsigned count);
 bool us_staging_add_free(size_t slot_bytes);
+extern const struct us_grower_pool us_staging_grower_pool; /* the two above */
 
 /* The slot's event on `device`, made on first use (`current`: the caller's
  * device, restored). The slot must be claimed by the caller. */

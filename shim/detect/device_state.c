@@ -3,6 +3,8 @@
  * the copies that depend on them to the native path. */
 #include "device_state.h"
 
+#include "real.h"
+
 #include <stdatomic.h>
 #include <stdint.h>
 
@@ -80,4 +82,13 @@ void us_device_state_reset(void)
         atomic_store(&legacy_used[d], 0);
     }
     atomic_store(&blocking_streams_total, 0);
+}
+
+int us_current_device(void)
+{
+    const struct us_real_api *real = us_real();
+    int device = -1;
+    if (real->cudaGetDevice == NULL || real->cudaGetDevice(&device) != cudaSuccess)
+        return -1;
+    return device;
 }

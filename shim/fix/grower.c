@@ -16,13 +16,13 @@
 
 #include "log.h"
 #include "real.h"
-#include "staging.h"
 #include "state.h"
 
 #define GROWER_QUEUE 8
 #define GROWER_STACK_BYTES (256u << 10)
 
 struct grow_request {
+    const struct us_grower_pool *pool;
     int device;
     size_t slot_bytes;
     unsigned count;
@@ -97,9 +97,9 @@ static void work(const struct grow_request *r, int *current, bool *relaxed)
 {
     if (atomic_load(&exiting) || !prepare(r->device, current, relaxed))
         return;
-    unsigned missing = us_staging_missing(r->slot_bytes, r->count);
+    unsigned missing = r->pool->missing(r->slot_bytes, r->count);
     for (unsigned i = 0; i < missing && !atomic_load(&exiting); i++) {
-        if (!us_staging_add_free(r->slot_bytes))
+        if (!r->pool->add_free(r->slot_bytes))
             break; /* pinned_max or a failed allocation, logged once by the pool */
         atomic_fetch_add(&slots_added, 1);
     }
@@ -154,7 +154,7 @@ static bool start_locked(void)
     return true;
 }
 
-bool us_grower_request(int device, size_t slot_bytes, unsigned count)
+bool us_grower_request(const struct us_grower_pool *pool, int device, size_t slot_bytes, unsigned count)
 {
     if (atomic_load(&in_child))
         return false;
@@ -172,8 +172,9 @@ bool us_grower_request(int device, size_t slot_bytes, unsigned count)
             if (count > grower.queue[i].count)
                 grower.queue[i].count = count;
             grower.queue[i].device = device;
+            grower.queue[i].pool = pool;
         } else if (grower.queued < GROWER_QUEUE) {
-            grower.queue[grower.queued++] = (struct grow_request){device, slot_bytes, count};
+            grower.queue[grower.queued++] = (struct grow_request){pool, device, slot_bytes, count};
         } /* else dropped: the next copy that finds the pool short asks again */
         pthread_cond_signal(&grower.wake);
     }

@@ -28,12 +28,19 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+/* The pool the grower fills (staging.h's us_staging_grower_pool): passed in,
+ * so the grower knows nothing of the pool's insides. */
+struct us_grower_pool {
+    unsigned (*missing)(size_t slot_bytes, unsigned count); /* how many of count to add */
+    bool (*add_free)(size_t slot_bytes);                    /* pins one more; false: stop */
+};
+
 /* Asks for `count` slots of `slot_bytes` to be available (free, or released
  * with their work done) in the pool, allocating those missing with `device`
  * current. Returns at once (count 0: nothing to do, true). false: there is
  * no grower (its thread could not be started, or this is a forked child):
  * the caller decides without it. */
-bool us_grower_request(int device, size_t slot_bytes, unsigned count);
+bool us_grower_request(const struct us_grower_pool *pool, int device, size_t slot_bytes, unsigned count);
 
 /* Tests: waits until every request so far has been worked through. */
 void us_grower_wait_idle(void);

@@ -14,4 +14,12 @@ void us_classify_pointer(const void *ptr, struct us_mem *out);
 /* Fills c->src_mem, c->dst_mem, c->path and c->stream_kind. */
 void us_classify_copy(struct us_copy *c);
 
+/* What a stream handle means, for a plain (per_thread false) or a _ptsz entry. */
+enum us_stream_kind us_stream_kind_of(cudaStream_t stream, bool per_thread);
+
+/* Whether either pointer is host memory (pinned, registered or pageable), as
+ * classify.c sees it: a synchronous copy that touches the host holds the
+ * caller (sync_memcpy). */
+bool us_touches_host(const void *dst, const void *src);
+
 #endif

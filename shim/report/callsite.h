@@ -17,12 +17,28 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "findings.h"
+#define US_SITE_MAX_FRAMES 32
+#define US_SITE_PY_FRAMES 3    /* Python frames kept, innermost first */
+#define US_SITE_PY_FILE 160    /* "path:line", the path's tail kept if long */
+#define US_SITE_PY_FUNC 48
 
-/* Fill *site with the frames of the caller of the CUDA API, at most
- * max_depth of them (1..US_SITE_MAX_FRAMES), and with Python frames when
- * python is true and they can be read safely. */
-void us_callsite_capture(struct us_site *site, int max_depth, bool python);
+/* A call site: the native return addresses, innermost first, with the
+ * shim's own frames removed (symbolized only when reported), and for a
+ * Python program whose calling thread holds the GIL, the innermost Python
+ * frames as text (callsite.h). */
+struct us_site {
+    void *frames[US_SITE_MAX_FRAMES];
+    int depth;
+    int py_depth; /* 0: no Python frames (not Python, GIL not held, option off) */
+    char py_file[US_SITE_PY_FRAMES][US_SITE_PY_FILE]; /* "path:line" */
+    char py_func[US_SITE_PY_FRAMES][US_SITE_PY_FUNC];
+};
+
+/* Capture the caller's stack into *site: the frames from the caller of this
+ * function outwards, the shim's own leading frames dropped, at most option
+ * callsite_depth of them, and Python frames when option python_frames is on
+ * and they can be read safely. */
+void us_site_capture(struct us_site *site);
 
 /* Does the one-time work of the first capture now: the shim's own code
  * range, the Python API look-up, the unwinder's loading. */

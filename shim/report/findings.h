@@ -13,25 +13,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "callsite.h"
 #include "copy.h"
 #include "rules.h"
-
-#define US_SITE_MAX_FRAMES 32
-#define US_SITE_PY_FRAMES 3    /* Python frames kept, innermost first */
-#define US_SITE_PY_FILE 160    /* "path:line", the path's tail kept if long */
-#define US_SITE_PY_FUNC 48
-
-/* A call site: the native return addresses, innermost first, with the
- * shim's own frames removed (symbolized only when reported), and for a
- * Python program whose calling thread holds the GIL, the innermost Python
- * frames as text (callsite.h). */
-struct us_site {
-    void *frames[US_SITE_MAX_FRAMES];
-    int depth;
-    int py_depth; /* 0: no Python frames (not Python, GIL not held, option off) */
-    char py_file[US_SITE_PY_FRAMES][US_SITE_PY_FILE]; /* "path:line" */
-    char py_func[US_SITE_PY_FRAMES][US_SITE_PY_FUNC];
-};
 
 struct us_finding {
     enum us_rule_id rule;
@@ -49,9 +33,6 @@ struct us_finding {
 
 /* False in mode off: no finding is captured, timed or recorded. */
 bool us_findings_wanted(void);
-
-/* Capture the caller's stack into *site (skips the shim's own frames). */
-void us_site_capture(struct us_site *site);
 
 /* The one-time set-up of call-site capture (the shim's own code range, the
  * Python API, the unwinder), done at the shim's start rather than inside the
@@ -73,7 +54,7 @@ void us_findings_record(const struct us_finding *f, const struct us_site *site);
 void us_findings_span(const char *name, int device, uint64_t start_ns, uint64_t end_ns, size_t bytes);
 
 /* Write the report (text to the log, JSON to option report). Called once at
- * exit (state.c's destructor); later calls do nothing. Calls no CUDA
+ * exit (report/at_exit.c's destructor); later calls do nothing. Calls no CUDA
  * function and frees no pinned memory. Nothing in mode off. */
 void us_findings_report(void);
 

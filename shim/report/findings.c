@@ -89,15 +89,6 @@ bool us_findings_wanted(void) { return us_config()->mode != US_MODE_OFF; }
 
 void us_findings_prepare(void) { us_callsite_prepare(); }
 
-void us_site_capture(struct us_site *site)
-{
-    const struct us_config *cfg = us_config();
-    us_callsite_capture(site, (int)cfg->callsite_depth, cfg->python_frames);
-    /* not a tail call: us_callsite_capture drops exactly two frames, its
-     * own and this one */
-    __asm__ volatile("" ::: "memory");
-}
-
 /* The row of (rule, site), made if new; the rule's "other sites" row when
  * the table is full or memory is short. Called with lock held. */
 static struct row *row_get(enum us_rule_id rule, uint64_t hash, const struct us_site *site, const char *api,
@@ -498,7 +489,7 @@ struct us_report *us_findings_collect(void)
     r->rank_source = us_config_rank_source();
     snprintf(r->host, sizeof r->host, "%s", us_config_host());
     r->mode = mode_name(us_config()->mode);
-    r->hooked = __atomic_load_n((int *)&us_state_hooked, __ATOMIC_RELAXED) != 0;
+    r->hooked = us_state_was_hooked();
     r->origin_mono_ns = origin_mono_ns;
     r->origin_real_ns = origin_real_ns;
     r->now_mono_ns = us_now_ns();

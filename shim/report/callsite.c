@@ -1,5 +1,6 @@
 /* callsite.c - capture, identify and symbolize call sites (see callsite.h). */
 #include "callsite.h"
+#include "config.h"
 #include "log.h"
 
 #include <dlfcn.h>
@@ -74,7 +75,7 @@ static void self_init(void)
         return; /* a test chose */
     uintptr_t lo, hi;
     bool main_program;
-    if (us_callsite_segment_of((const void *)&us_callsite_capture, &lo, &hi, &main_program) && !main_program) {
+    if (us_callsite_segment_of((const void *)&us_site_capture, &lo, &hi, &main_program) && !main_program) {
         atomic_store(&self_lo, lo);
         atomic_store(&self_hi, hi);
     }
@@ -503,26 +504,28 @@ static void unwinder_init(void)
 }
 
 
-__attribute__((noinline)) void us_callsite_capture(struct us_site *site, int max_depth, bool python)
+/* caller: a return address into the caller of us_site_capture, the first
+ * frame kept (then the shim's own leading frames are dropped). Frames are
+ * matched by address, not counted, so neither a sanitizer's backtrace
+ * interceptor nor a tail call into here shifts them. */
+__attribute__((noinline)) static void capture_from(struct us_site *site, int max_depth, bool python,
+                                                   const void *caller)
 {
-    void *buf[US_SITE_MAX_FRAMES + SELF_SLACK + 2];
+    void *buf[US_SITE_MAX_FRAMES + SELF_SLACK + 3];
     if (max_depth < 1)
         max_depth = 1;
     if (max_depth > US_SITE_MAX_FRAMES)
         max_depth = US_SITE_MAX_FRAMES;
     pthread_once(&unwinder_once, unwinder_init);
-    int n = unwinder(buf, max_depth + SELF_SLACK + 2);
+    int n = unwinder(buf, max_depth + SELF_SLACK + 3);
     uintptr_t lo, hi;
     us_callsite_self_range(&lo, &hi);
-    /* buf[0] is this function, buf[1] us_site_capture (findings.c), which
-     * calls it as a non-tail call; then the shim's own leading frames. A
-     * sanitizer's backtrace interceptor adds a frame of its own in front:
-     * start after the return into us_site_capture, wherever it is. */
-    void *into_site_capture = __builtin_return_address(0);
+    /* buf[0] is this function, buf[1] us_site_capture (absent after a tail
+     * call), then its caller */
     int i = 2;
-    for (int k = 0; k < n && k < 4; k++)
-        if (buf[k] == into_site_capture) {
-            i = k + 1;
+    for (int k = 0; k < n && k < 5; k++)
+        if (buf[k] == caller) {
+            i = k;
             break;
         }
     while (i < n && (uintptr_t)buf[i] >= lo && (uintptr_t)buf[i] < hi)
@@ -534,6 +537,12 @@ __attribute__((noinline)) void us_callsite_capture(struct us_site *site, int max
     site->py_depth = 0;
     if (python)
         py_capture(site);
+}
+
+__attribute__((noinline)) void us_site_capture(struct us_site *site)
+{
+    const struct us_config *cfg = us_config();
+    capture_from(site, (int)cfg->callsite_depth, cfg->python_frames, __builtin_return_address(0));
 }
 
 void us_callsite_prepare(void)

@@ -15,7 +15,7 @@
 #include "config.h"
 #include "grower.h"
 #include "log.h"
-#include "pipeline_common.h"
+#include "ondevice.h"
 #include "real.h"
 
 struct block {
@@ -243,7 +243,7 @@ unsigned us_staging_claim_for_copy(const struct us_staging_ask *ask, struct us_s
         us_staging_release(out, got, NULL);
         got = 0;
     }
-    if (!us_grower_request(ask->device, slot, ask->partial_ok ? missing - inline_now : total)) {
+    if (!us_grower_request(&us_staging_grower_pool, ask->device, slot, ask->partial_ok ? missing - inline_now : total)) {
         /* no grower thread: grow inside the call, as far as the copy needs */
         if (!ask->partial_ok)
             return us_staging_claim(want, ask->copy_bytes, out);
@@ -278,6 +278,8 @@ unsigned us_staging_missing(size_t slot_bytes, unsigned count)
     return count - available;
 }
 
+const struct us_grower_pool us_staging_grower_pool = {us_staging_missing, us_staging_add_free};
+
 bool us_staging_add_free(size_t slot_bytes)
 {
     return grow(slot_bytes, NULL);
@@ -286,7 +288,7 @@ bool us_staging_add_free(size_t slot_bytes)
 cudaError_t us_staging_slot_event(struct us_slot *slot, int device, int current, cudaEvent_t *out)
 {
     if (slot->events[device] == NULL) {
-        cudaError_t err = us_pipe_event_create(device, current, &slot->events[device]);
+        cudaError_t err = us_ondevice_event_create(device, current, &slot->events[device]);
         if (err != cudaSuccess)
             return err;
     }

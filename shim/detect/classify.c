@@ -5,7 +5,6 @@
 
 #include "device_state.h"
 #include "real.h"
-#include "watch.h"
 
 /* Returns the bytes from ptr to the end of the range the table knows for
  * it; SIZE_MAX for a pointer the runtime classified (it checks bounds itself,
@@ -110,4 +109,25 @@ void us_classify_copy(struct us_copy *c)
     size_t src_room = classify_pointer(c->src, &c->src_mem);
     size_t dst_room = classify_pointer(c->dst, &c->dst_mem);
     c->path = path_of(c, src_room, dst_room);
+}
+
+enum us_stream_kind us_stream_kind_of(cudaStream_t stream, bool per_thread)
+{
+    if (stream == NULL)
+        return per_thread ? US_STREAM_PER_THREAD : US_STREAM_LEGACY;
+    if (stream == cudaStreamLegacy)
+        return US_STREAM_LEGACY;
+    if (stream == cudaStreamPerThread)
+        return US_STREAM_PER_THREAD;
+    return US_STREAM_USER;
+}
+
+bool us_touches_host(const void *dst, const void *src)
+{
+    struct us_mem mem;
+    classify_pointer(dst, &mem);
+    if (is_host(mem.kind))
+        return true;
+    classify_pointer(src, &mem);
+    return is_host(mem.kind);
 }

@@ -1,0 +1,46 @@
+/* state.c - process state: configuration loaded once, fork handling. The
+ * report at exit is the report layer's (report/at_exit.c). */
+#include "state.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "config.h"
+#include "log.h"
+#include "ptrtable.h"
+
+_Atomic int us_state_bypass = -1;
+_Thread_local int us_state_depth;
+_Atomic int us_state_hooked;
+static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+static void (*_Atomic start_hook)(void);
+
+void us_state_set_start_hook(void (*hook)(void)) { atomic_store(&start_hook, hook); }
+
+/* CUDA is undefined in a forked child until exec: the child only passes
+ * through. Its copy of the table is dropped so nothing stale is trusted. */
+static void after_fork_in_child(void)
+{
+    atomic_store(&us_state_bypass, 1);
+    us_ptrtable_clear();
+}
+
+static void init_once_body(void)
+{
+    /* depth guards against the config loader's own logging re-entering */
+    us_state_depth++;
+    const struct us_config *cfg = us_config();
+    pthread_atfork(NULL, NULL, after_fork_in_child);
+    us_log(US_LOG_INFO, "loaded (mode %d, fix %d)", cfg->mode, cfg->fix);
+    void (*hook)(void) = atomic_load(&start_hook);
+    if (!cfg->disable && hook != NULL)
+        hook();
+    atomic_store(&us_state_bypass, cfg->disable ? 1 : 0);
+    us_state_depth--;
+}
+
+bool us_state_init_slow(void)
+{
+    pthread_once(&init_once, init_once_body);
+    return atomic_load(&us_state_bypass) != 0;
+}

@@ -1,0 +1,44 @@
+/* at_exit.c - the report at exit, and the report layer's work at the shim's
+ * start (state.h runs it once the configuration is loaded). */
+#include <dlfcn.h>
+#include <stdatomic.h>
+
+#include "findings.h"
+#include "log.h"
+#include "state.h"
+
+/* Call-site capture's one-time set-up at the start rather than inside the
+ * first finding's CUDA call. A hook reached before this constructor ran
+ * (another library's constructor calling CUDA) only moves that set-up to the
+ * first capture. */
+static void start_findings(void)
+{
+    if (us_findings_wanted())
+        us_findings_prepare();
+}
+
+__attribute__((constructor)) static void register_start(void) { us_state_set_start_hook(start_findings); }
+
+/* The report at exit. Calls no CUDA function: the runtime may already be
+ * unloading (contract 8). Nothing to report when the shim never started, was
+ * disabled, or this is a forked child. */
+__attribute__((destructor)) static void report_at_exit(void)
+{
+    int bypass = atomic_load(&us_state_bypass);
+    if (bypass < 0) {
+        /* No hook was reached. Stay silent in the many processes that are not
+         * CUDA programs (children inherit LD_PRELOAD), but speak up where the
+         * driver is loaded: the program used CUDA without the shim seeing it. */
+        void *driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+        if (driver == NULL)
+            return;
+        dlclose(driver);
+        bypass = us_state_init_slow() ? 1 : 0;
+    }
+    if (bypass != 0)
+        return;
+    us_state_depth++;
+    us_findings_report();
+    us_log_at_exit();
+    us_state_depth--;
+}

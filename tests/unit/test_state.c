@@ -1,0 +1,67 @@
+/* test_state.c - whether the shim acts (state.h): a thread already inside
+ * the shim passes through, before and after the shim's start. The cases run
+ * in order in one process: the start happens once. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <cmocka.h>
+
+#include "state.h"
+
+/* A re-entry during the start (the configuration loader's own logging, a
+ * runtime call from inside the shim) passes through at once: it neither
+ * starts the shim nor waits for the start under way on its own thread. */
+static void test_state_reentry_before_start_passes_through_without_starting(void **state)
+{
+    (void)state;
+    assert_int_equal(atomic_load(&us_state_bypass), -1);
+    us_state_enter();
+    assert_true(us_passthrough());
+    us_state_leave();
+    assert_int_equal(atomic_load(&us_state_bypass), -1); /* not started */
+}
+
+static void test_state_starts_active(void **state)
+{
+    (void)state;
+    assert_false(us_passthrough());
+    assert_int_equal(atomic_load(&us_state_bypass), 0);
+}
+
+/* Once started and active, the shim's own calls still pass through. */
+static void test_state_reentry_passes_through(void **state)
+{
+    (void)state;
+    us_state_enter();
+    assert_true(us_passthrough());
+    us_state_enter(); /* nested */
+    assert_true(us_passthrough());
+    us_state_leave();
+    assert_true(us_passthrough());
+    us_state_leave();
+    assert_false(us_passthrough());
+}
+
+static void test_state_notes_the_first_hook(void **state)
+{
+    (void)state;
+    assert_false(us_state_was_hooked());
+    us_state_note_call();
+    assert_true(us_state_was_hooked());
+}
+
+int main(void)
+{
+    unsetenv("UNSTALL_DISABLE");
+    unsetenv("UNSTALL_CONFIG");
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_state_reentry_before_start_passes_through_without_starting),
+        cmocka_unit_test(test_state_starts_active),
+        cmocka_unit_test(test_state_reentry_passes_through),
+        cmocka_unit_test(test_state_notes_the_first_hook),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
