@@ -100,11 +100,11 @@ shimmed d2h_deferred_removed UNSTALL_D2H_DEFERRED=1 "$prog" d2h_then_h2d data
 expect_log d2h_deferred_removed "d2h_deferred was removed" 1
 # cudaDeviceReset, then copies again (tests/gpu/device_reset.c, also run on a GPU)
 reset_prog=$work/device_reset
-if ${CC:-gcc} -std=c11 -D_GNU_SOURCE -O1 -g -Wall -Wextra -Werror -I"$cuda/include" \
+if ${CC:-gcc} -std=c11 -D_GNU_SOURCE -O1 -g -Wall -Wextra -Werror $SAN_CFLAGS -I"$cuda/include" \
     -o "$reset_prog" "$here/../gpu/device_reset.c" -L"$fake" -lcudart; then
     for mode in native shim; do
         pre=""
-        [ "$mode" = shim ] && pre="LD_PRELOAD=$shim"
+        [ "$mode" = shim ] && pre="LD_PRELOAD=$preload"
         if env LD_LIBRARY_PATH="$fake" $pre "$reset_prog" >"$work/reset_$mode.out" 2>"$work/reset_$mode.err" &&
             grep -q '^device_reset: ok=1$' "$work/reset_$mode.out"; then pass "device_reset.$mode"
         else fail "device_reset.$mode" "$(grep -v 'done' "$work/reset_$mode.out" | head -2 | tr '\n' ' ')"; fi
@@ -119,9 +119,9 @@ shimmed first_use FAKECUDA_HOST_ALLOC_US_PER_MIB=400 UNSTALL_CHUNK_BYTES=8m "$pr
 # each the process's first copies, pinning as costly as on an H100: nothing
 # beyond the inline budget is pinned inside a copy, the grower does the rest
 for t in first_use_large first_use_small_d2h first_use_capture grower_lazy; do
-    run "${t}_native" LD_LIBRARY_PATH="$fake" LD_PRELOAD="$rec" PIPE_NATIVE=1 FAKECUDA_HOST_ALLOC_US_PER_MIB=400 \
+    run "${t}_native" LD_LIBRARY_PATH="$fake" LD_PRELOAD="${SAN_PRELOAD:+$SAN_PRELOAD }$rec" PIPE_NATIVE=1 FAKECUDA_HOST_ALLOC_US_PER_MIB=400 \
         "$prog" "$t"
-    run "$t" LD_LIBRARY_PATH="$fake" LD_PRELOAD="$shim $rec" FAKECUDA_HOST_ALLOC_US_PER_MIB=400 \
+    run "$t" LD_LIBRARY_PATH="$fake" LD_PRELOAD="$preload $rec" FAKECUDA_HOST_ALLOC_US_PER_MIB=400 \
         UNSTALL_CHUNK_BYTES=8m "$prog" "$t"
 done
 expect_log first_use_large "goes native while a background thread grows the pool" 1
