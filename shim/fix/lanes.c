@@ -20,6 +20,8 @@ static struct {
     pthread_mutex_t mu;
     struct us_lane *table;
     struct us_lane *spares; /* linked through hh.next: made, not in the table */
+    struct us_lane *retired; /* dropped by a device reset, linked through hh.next: kept, never
+                              * freed (a copy may still hold one), and reachable */
     unsigned count;
     void *spare_ring;       /* a ring whose lane could not be made */
     size_t spare_ring_bytes;
@@ -258,6 +260,8 @@ static bool lane_on_device(const struct us_lane *l, int device)
 /* Under lanes.mu: a lane dropped by a reset; its ring kept when it survived. */
 static void drop_lane_locked(struct us_lane *l, int device)
 {
+    l->hh.next = lanes.retired;
+    lanes.retired = l;
     if (l->ring == NULL)
         return;
     if (l->ring_device == device)
@@ -272,7 +276,7 @@ void us_lanes_forget_device(int device)
     struct us_lane *l, *tmp;
     HASH_ITER(hh, lanes.table, l, tmp) {
         if (lane_on_device(l, device)) {
-            HASH_DEL(lanes.table, l); /* leaked: a copy may still hold it */
+            HASH_DEL(lanes.table, l); /* retired, not freed: a copy may still hold it */
             lanes.count--;
             drop_lane_locked(l, device);
         }
@@ -280,7 +284,7 @@ void us_lanes_forget_device(int device)
     for (struct us_lane **p = &lanes.spares; *p != NULL;) {
         l = *p;
         if (lane_on_device(l, device)) {
-            *p = l->hh.next;
+            *p = l->hh.next; /* before drop_lane_locked links it to the retired */
             drop_lane_locked(l, device);
         } else {
             p = (struct us_lane **)&l->hh.next;
@@ -312,12 +316,15 @@ void us_lanes_reset(void)
         pthread_mutex_destroy(&l->mu);
         free(l);
     }
-    for (l = lanes.spares; l != NULL; l = tmp) {
-        tmp = l->hh.next;
-        pthread_mutex_destroy(&l->mu);
-        free(l);
+    for (int list = 0; list < 2; list++) {
+        for (l = list == 0 ? lanes.spares : lanes.retired; l != NULL; l = tmp) {
+            tmp = l->hh.next;
+            pthread_mutex_destroy(&l->mu);
+            free(l);
+        }
     }
     lanes.spares = NULL;
+    lanes.retired = NULL;
     lanes.spare_ring = NULL;
     lanes.count = 0;
     pthread_mutex_unlock(&lanes.mu);

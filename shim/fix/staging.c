@@ -28,6 +28,8 @@ struct block {
 static struct {
     pthread_mutex_t mu;
     struct block *head, *tail; /* oldest first */
+    struct block *retired;     /* freed by a device reset: kept, never freed (a copy still
+                                * holding one of its slots may write to it), and reachable */
 } pool = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 static atomic_size_t pinned_bytes;
@@ -319,9 +321,10 @@ void us_staging_forget_device(int device)
     while (*at != NULL) {
         struct block *b = *at;
         if (b->device == device) {
-            /* freed by the reset: out of the pool, the bookkeeping leaked
-             * (a copy still holding one of its slots may write to it) */
+            /* freed by the reset: out of the pool, into the retired */
             *at = b->next;
+            b->next = pool.retired;
+            pool.retired = b;
             for (unsigned i = 0; i < b->n; i++)
                 atomic_fetch_sub(&pinned_bytes, b->slots[i].bytes);
             continue;
@@ -344,11 +347,13 @@ void us_staging_reset(void)
     us_grower_wait_idle();
     pthread_mutex_lock(&pool.mu);
     /* the bookkeeping goes; the pinned memory is the (fake) runtime's to free */
-    for (struct block *b = pool.head, *next; b != NULL; b = next) {
-        next = b->next;
-        free(b);
+    for (int list = 0; list < 2; list++) {
+        for (struct block *b = list == 0 ? pool.head : pool.retired, *next; b != NULL; b = next) {
+            next = b->next;
+            free(b);
+        }
     }
-    pool.head = pool.tail = NULL;
+    pool.head = pool.tail = pool.retired = NULL;
     logged_budget = logged_alloc = logged_oom = logged_deferred = logged_partial = 0;
     atomic_store(&slot_bytes_fixed, 0);
     atomic_store(&pinned_bytes, 0);
