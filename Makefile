@@ -125,7 +125,7 @@ $(FAKE_LIB): $(FAKE_GEN)/runtime.o $(FAKE_GEN)/trampolines.o tests/fakecuda/libc
 	ln -sf libcudart.so.13 $(FAKE_DIR)/libcudart.so
 
 $(BUILD)/fakecuda/test_%: tests/fakecuda/tests/test_%.c $(FAKE_LIB)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -Itests/fakecuda $< -o $@ -L$(FAKE_DIR) -lcudart -lcmocka -pthread -lm -Wl,-rpath,'$$ORIGIN'
+	$(CC) $(CPPFLAGS) $(CFLAGS) -Itests/fakecuda $< -o $@ -L$(FAKE_DIR) -lcudart -l:libcuda.so.1 -ldl -lcmocka -pthread -lm -Wl,-rpath,'$$ORIGIN'
 
 # --- unit tests (cmocka, one file per core module) ------------------------------
 $(BUILD)/unit/test_%: tests/unit/test_%.c $(CORE_LIB) $(wildcard tests/unit/*.h)
