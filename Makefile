@@ -8,7 +8,11 @@ BUILD     ?= build
 # uthash is header-only: the system's, or a copy in .deps/include (carried to
 # GPU machines that have no package manager).
 DEPS_INC  := $(wildcard .deps/include)
-CPPFLAGS  += -D_GNU_SOURCE -I$(CUDA_HOME)/include -Ishim/core $(addprefix -I,$(DEPS_INC))
+# The shim's layers, lowest first (docs/architecture.md): a module includes
+# only headers of its own layer or a lower one (tools/check-layers checks it).
+# The entry layers (shim/entry*: the exported symbols) sit above them all.
+SHIM_LAYERS := base report detect fix chain
+CPPFLAGS  += -D_GNU_SOURCE -I$(CUDA_HOME)/include $(addprefix -Ishim/,$(SHIM_LAYERS)) $(addprefix -I,$(DEPS_INC))
 CFLAGS    ?= -O2 -g
 CFLAGS    += -std=c11 -Wall -Wextra -Werror -fPIC -pthread
 # SANITIZE=address,undefined or SANITIZE=thread (with a BUILD dir of its own):
@@ -20,8 +24,9 @@ CFLAGS    += $(SAN_FLAGS)
 endif
 SHIM_CFLAGS := $(CFLAGS) -fvisibility=hidden
 
-CORE_SRC  := $(wildcard shim/core/*.c)
-ENTRY_SRC := $(wildcard shim/entry/*.c)
+CORE_SRC  := $(foreach layer,$(SHIM_LAYERS),$(wildcard shim/$(layer)/*.c))
+ENTRY_SRC := $(wildcard shim/entry*/*.c)
+SHIM_HDR  := $(wildcard shim/*/*.h shim/*/*.def)
 CORE_OBJ  := $(CORE_SRC:%.c=$(BUILD)/%.o)
 ENTRY_OBJ := $(ENTRY_SRC:%.c=$(BUILD)/%.o)
 SHIM      := $(BUILD)/libunstall.so
@@ -76,7 +81,7 @@ deps:
 	@sh tools/install-deps.sh
 
 # --- the shim -----------------------------------------------------------------
-$(BUILD)/shim/%.o: shim/%.c $(wildcard shim/core/*.h shim/core/*.def shim/entry/*.h) | deps-checked
+$(BUILD)/shim/%.o: shim/%.c $(SHIM_HDR) | deps-checked
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(SHIM_CFLAGS) -c $< -o $@
 

@@ -2,7 +2,7 @@
  * it to us_copy_run (core/copy.c), which classifies, decides, rewrites or
  * calls the runtime, and records findings. The 2D copies are not rewritten;
  * the synchronous ones are watched (sync_memcpy). */
-#include "copy.h"
+#include "chain.h"
 #include "export.h"
 
 static cudaError_t run(enum us_copy_api api, void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,

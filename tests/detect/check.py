@@ -136,7 +136,7 @@ def report(name, ok, why='', xfail=None):
 
 
 def parse_rules():
-    text = open(os.path.join(ROOT, 'shim/core/rules.def')).read()
+    text = open(os.path.join(ROOT, 'shim/report/rules.def')).read()
     return {m.group(1): m.group(2).lower() for m in re.finditer(r'^US_RULE\((\w+),\s*(\w+),', text, re.M)}
 
 
@@ -146,7 +146,7 @@ def parse_size(s):
 
 
 def parse_option_defaults():
-    text = open(os.path.join(ROOT, 'shim/core/options.def')).read()
+    text = open(os.path.join(ROOT, 'shim/base/options.def')).read()
     return {m.group(1): m.group(2) for m in re.finditer(r'^US_OPTION\((\w+),\s*\w+,\s*"([^"]*)"', text, re.M)}
 
 

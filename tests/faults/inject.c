@@ -1,7 +1,7 @@
 /* inject.c - libfaultinject.so: fails the nth call the shim makes to one
  * runtime function. Preloaded after the shim (LD_PRELOAD="libunstall.so
  * libfaultinject.so"), it is what the shim's dlsym(RTLD_NEXT) finds: every
- * function of shim/core/real_api.def is wrapped here, from that file. Only
+ * function of shim/base/real_api.def is wrapped here, from that file. Only
  * calls whose return address lies in libunstall.so count and can fail; the
  * program's own calls pass straight through.
  *

@@ -2,7 +2,7 @@
 """Fault injection at every runtime call the shim makes (issue 8).
 
 Builds tests/faults/inject.c (libfaultinject.so, preloaded after the shim: it
-fails the nth call the shim makes to one function of shim/core/real_api.def)
+fails the nth call the shim makes to one function of shim/base/real_api.def)
 and tests/faults/fault_prog.c (pipelined copies, every path, two rounds).
 First a clean run counts the shim's calls per function; then, for every
 function the shim called, a run fails its first call, its last call, and all
@@ -56,7 +56,7 @@ def build(work):
     cuda = os.environ.get('CUDA_HOME', '/usr/local/cuda')
     san = os.environ.get('SAN_CFLAGS', '').split()
     common = [cc, '-std=c11', '-D_GNU_SOURCE', '-O1', '-g', '-Wall', '-Wextra', '-Werror', *san,
-              f'-I{cuda}/include', f'-I{ROOT}/shim/core']
+              f'-I{cuda}/include', *(f'-I{ROOT}/shim/{layer}' for layer in ('base', 'report', 'detect', 'fix', 'chain'))]
     lib = os.path.join(work, 'libfaultinject.so')
     prog = os.path.join(work, 'fault_prog')
     subprocess.run(common + ['-fPIC', '-shared', os.path.join(HERE, 'inject.c'), '-o', lib, '-ldl', '-pthread'],
@@ -134,7 +134,7 @@ def main():
             name, n = line.split()
             counts[name] = int(n)
     counts.pop('injected', None)
-    defined = re.findall(r'^US_REAL\([^,]+,\s*(\w+),', open(os.path.join(ROOT, 'shim/core/real_api.def')).read(),
+    defined = re.findall(r'^US_REAL\([^,]+,\s*(\w+),', open(os.path.join(ROOT, 'shim/base/real_api.def')).read(),
                          re.M)
     never = {'cudaGetErrorName', 'cudaGetLastError'}  # no cudaError_t to fail with
     rows = []

@@ -24,8 +24,8 @@ fail() { echo "FAIL $1: $2"; failed=$((failed + 1)); }
 mkdir -p "$work"
 
 # the modules under test and what they need, nothing else
-core="$root/shim/core/config.c $root/shim/core/log.c $root/shim/core/ptrtable.c"
-flags="-std=c11 -D_GNU_SOURCE -g -O1 -I$cuda/include -I$root/shim/core"
+core="$root/shim/base/config.c $root/shim/base/log.c $root/shim/base/ptrtable.c"
+flags="-std=c11 -D_GNU_SOURCE -g -O1 -I$cuda/include -I$root/shim/base"
 engine=${FUZZ_ENGINE:-libfuzzer}
 if [ "$engine" = libfuzzer ] && ! command -v clang >/dev/null 2>&1; then engine=driver; fi
 echo "fuzz: engine $engine, seed $seed, $seconds s per target"
@@ -38,7 +38,7 @@ for target in values config path ptrtable; do
     stale=1
     if [ -x "$bin" ]; then
         stale=0
-        for f in $core $root/shim/core/*.h $root/shim/core/options.def "$here/fuzz_targets.c" "$here/driver.c"; do
+        for f in $core $root/shim/base/*.h $root/shim/base/options.def "$here/fuzz_targets.c" "$here/driver.c"; do
             [ "$f" -nt "$bin" ] && stale=1
         done
     fi

@@ -1,4 +1,4 @@
-/* test_ptrtable.c - the table of memory ranges (shim/core/ptrtable.c).
+/* test_ptrtable.c - the table of memory ranges (shim/base/ptrtable.c).
  *
  * Addresses are numbers: the table never touches the memory it describes.
  * PTRTABLE_BENCH=1 also runs a lookup benchmark (ns per lookup, hit and miss,

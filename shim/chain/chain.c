@@ -1,6 +1,6 @@
-/* copy.c - the chain every intercepted copy goes through (copy.h):
+/* chain.c - the chain every intercepted copy goes through (chain.h):
  * classify -> policy -> pipeline or native -> findings. */
-#include "copy.h"
+#include "chain.h"
 
 #include "classify.h"
 #include "config.h"
@@ -11,56 +11,6 @@
 #include "real.h"
 #include "state.h"
 #include "watch.h"
-
-static const char *const api_names[US_API_COUNT] = {
-    [US_API_MEMCPY] = "cudaMemcpy",
-    [US_API_MEMCPY_PTDS] = "cudaMemcpy_ptds",
-    [US_API_MEMCPY_ASYNC] = "cudaMemcpyAsync",
-    [US_API_MEMCPY_ASYNC_PTSZ] = "cudaMemcpyAsync_ptsz",
-    [US_API_MEMCPY_PEER] = "cudaMemcpyPeer",
-    [US_API_MEMCPY_PEER_ASYNC] = "cudaMemcpyPeerAsync",
-};
-
-const char *us_copy_api_name(enum us_copy_api api)
-{
-    return (unsigned)api < US_API_COUNT ? api_names[api] : "cudaMemcpy?";
-}
-
-const char *us_copy_path_name(enum us_copy_path path)
-{
-    switch (path) {
-    case US_PATH_H2H: return "H2H";
-    case US_PATH_H2D_PINNED: return "H2D pinned";
-    case US_PATH_H2D_PAGEABLE: return "H2D pageable";
-    case US_PATH_D2H_PINNED: return "D2H pinned";
-    case US_PATH_D2H_PAGEABLE: return "D2H pageable";
-    case US_PATH_D2D_SAME: return "D2D";
-    case US_PATH_D2D_PEER: return "D2D peer";
-    case US_PATH_D2D_STAGED: return "D2D staged";
-    default: return "unknown";
-    }
-}
-
-/* Calls through a NULL entry are answered US_ERR_NO_REAL, never made. */
-#define CALL_REAL(fn, ...) (real->fn != NULL ? real->fn(__VA_ARGS__) : US_ERR_NO_REAL)
-
-cudaError_t us_copy_native(const struct us_copy *c)
-{
-    const struct us_real_api *real = us_real();
-    switch (c->api) {
-    case US_API_MEMCPY: return CALL_REAL(cudaMemcpy, c->dst, c->src, c->bytes, c->kind);
-    case US_API_MEMCPY_PTDS: return CALL_REAL(cudaMemcpy_ptds, c->dst, c->src, c->bytes, c->kind);
-    case US_API_MEMCPY_ASYNC: return CALL_REAL(cudaMemcpyAsync, c->dst, c->src, c->bytes, c->kind, c->stream);
-    case US_API_MEMCPY_ASYNC_PTSZ:
-        return CALL_REAL(cudaMemcpyAsync_ptsz, c->dst, c->src, c->bytes, c->kind, c->stream);
-    case US_API_MEMCPY_PEER:
-        return CALL_REAL(cudaMemcpyPeer, c->dst, c->peer_dst_device, c->src, c->peer_src_device, c->bytes);
-    case US_API_MEMCPY_PEER_ASYNC:
-        return CALL_REAL(cudaMemcpyPeerAsync, c->dst, c->peer_dst_device, c->src, c->peer_src_device, c->bytes,
-                         c->stream);
-    default: return cudaErrorInvalidValue;
-    }
-}
 
 static bool run_pipeline(enum us_action action, const struct us_copy *c, cudaError_t *result)
 {
