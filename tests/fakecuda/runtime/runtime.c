@@ -20,6 +20,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "../ptsz.h"
 
@@ -46,6 +47,18 @@ static void die(const char *what)
 __attribute__((constructor)) static void load_driver(void)
 {
     driver_handle = dlopen("libcuda.so.1", RTLD_NOW);
+    if (driver_handle == NULL) {
+        /* A sanitizer's dlopen interceptor loses this library's RUNPATH
+         * ($ORIGIN): take the driver beside it by path. */
+        Dl_info self;
+        char path[4096];
+        const char *slash;
+        if (dladdr((void *)load_driver, &self) != 0 && self.dli_fname != NULL &&
+            (slash = strrchr(self.dli_fname, '/')) != NULL &&
+            snprintf(path, sizeof path, "%.*s/libcuda.so.1", (int)(slash - self.dli_fname), self.dli_fname) <
+                (int)sizeof path)
+            driver_handle = dlopen(path, RTLD_NOW);
+    }
     if (driver_handle == NULL)
         die(dlerror());
     rt_fn (*entry)(const char *) = (rt_fn(*)(const char *))dlsym(driver_handle, "fcdrv_runtime_entry");
