@@ -36,6 +36,8 @@ FAKE_SRC  := $(wildcard tests/fakecuda/*.c)
 FAKE_OBJ  := $(FAKE_SRC:%.c=$(BUILD)/%.o)
 FAKE_DIR  := $(BUILD)/fakecuda
 FAKE_LIB  := $(FAKE_DIR)/libcudart.so.13
+FAKE_DRV  := $(FAKE_DIR)/libcuda.so.1
+FAKE_GEN  := $(BUILD)/fakecuda-gen
 
 UNIT_SRC  := $(wildcard tests/unit/test_*.c)
 UNIT_BIN  := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/unit/%)
@@ -101,13 +103,34 @@ $(BUILD)/tests/fakecuda/%.o: tests/fakecuda/%.c $(wildcard tests/fakecuda/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -Itests/fakecuda -c $< -o $@
 
-$(FAKE_LIB): $(FAKE_OBJ) tests/fakecuda/libcudart.map
+# The simulation is the driver, libcuda.so.1; libcudart.so.13 reaches it as
+# the real runtime does (dlopen, cuGetProcAddress) for its copies, and
+# through trampolines for the rest (tests/fakecuda/runtime, docs/fakecuda.md).
+$(FAKE_GEN)/names.h: $(FAKE_OBJ) tests/fakecuda/runtime/gen.sh tests/fakecuda/runtime/runtime.c
+	sh tests/fakecuda/runtime/gen.sh $(FAKE_GEN) $(FAKE_OBJ)
+
+$(FAKE_GEN)/entries.c: $(FAKE_GEN)/names.h
+
+$(FAKE_GEN)/entries.o: $(FAKE_GEN)/entries.c
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(FAKE_GEN)/runtime.o: tests/fakecuda/runtime/runtime.c $(FAKE_GEN)/names.h tests/fakecuda/ptsz.h
+	$(CC) $(CPPFLAGS) $(CFLAGS) -I$(FAKE_GEN) -c $< -o $@
+
+$(FAKE_GEN)/trampolines.o: tests/fakecuda/runtime/trampolines.S $(FAKE_GEN)/names.h
+	$(CC) -I$(FAKE_GEN) -c $< -o $@
+
+$(FAKE_DRV): $(FAKE_OBJ) $(FAKE_GEN)/entries.o tests/fakecuda/libcuda.map
 	@mkdir -p $(FAKE_DIR)
-	$(CC) -shared $(SAN_FLAGS) -o $@ $(FAKE_OBJ) -Wl,-soname,libcudart.so.13 -Wl,--version-script=tests/fakecuda/libcudart.map -Wl,-Bsymbolic-functions -pthread -lm
+	$(CC) -shared $(SAN_FLAGS) -o $@ $(FAKE_OBJ) $(FAKE_GEN)/entries.o -Wl,-soname,libcuda.so.1 -Wl,--version-script=tests/fakecuda/libcuda.map -Wl,-Bsymbolic-functions -pthread -lm
+
+$(FAKE_LIB): $(FAKE_GEN)/runtime.o $(FAKE_GEN)/trampolines.o tests/fakecuda/libcudart.map $(FAKE_DRV)
+	@mkdir -p $(FAKE_DIR)
+	$(CC) -shared $(SAN_FLAGS) -o $@ $(FAKE_GEN)/runtime.o $(FAKE_GEN)/trampolines.o -Wl,-soname,libcudart.so.13 -Wl,--version-script=tests/fakecuda/libcudart.map -Wl,-rpath,'$$ORIGIN' -ldl -pthread
 	ln -sf libcudart.so.13 $(FAKE_DIR)/libcudart.so
 
 $(BUILD)/fakecuda/test_%: tests/fakecuda/tests/test_%.c $(FAKE_LIB)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -Itests/fakecuda $< -o $@ -L$(FAKE_DIR) -lcudart -lcmocka -pthread -lm -Wl,-rpath,'$$ORIGIN'
+	$(CC) $(CPPFLAGS) $(CFLAGS) -Itests/fakecuda $< -o $@ -L$(FAKE_DIR) -lcudart -l:libcuda.so.1 -ldl -lcmocka -pthread -lm -Wl,-rpath,'$$ORIGIN'
 
 # --- unit tests (cmocka, one file per core module) ------------------------------
 $(BUILD)/unit/test_%: tests/unit/test_%.c $(CORE_LIB) $(wildcard tests/unit/*.h)

@@ -2,9 +2,12 @@
  * classify -> policy -> pipeline or native -> findings. */
 #include "chain.h"
 
+#include <stdatomic.h>
+
 #include "classify.h"
 #include "config.h"
 #include "context.h"
+#include "log.h"
 #include "findings.h"
 #include "pipeline.h"
 #include "policy.h"
@@ -14,6 +17,13 @@
 
 static bool run_pipeline(enum us_action action, const struct us_copy *c, cudaError_t *result)
 {
+    static atomic_bool logged_foreign;
+    if (action != US_ACT_NATIVE && us_context_foreign()) {
+        us_log_once(&logged_foreign, US_LOG_INFO,
+                    "a copy is issued in a context the program created (cuCtxCreate): the shim's streams, events and "
+                    "slots belong to primary contexts, so such copies go native (reported, not rewritten)");
+        return false;
+    }
     switch (action) {
     case US_ACT_PEER: return us_pipeline_peer(c, result);
     case US_ACT_H2D: return us_pipeline_h2d(c, result);

@@ -89,6 +89,21 @@ bool us_context_competes(int device, CUcontext *context)
     return primary_ctx != NULL && primary_ctx != *context;
 }
 
+bool us_context_foreign(void)
+{
+    const struct us_driver_api *api = driver_api();
+    CUcontext current = NULL;
+    if (api->cuCtxGetCurrent == NULL || api->cuCtxGetCurrent(&current) != CUDA_SUCCESS || current == NULL)
+        return false; /* no context yet: the runtime will make the primary one current */
+    const struct us_real_api *real = us_real();
+    int device = -1;
+    if (real->cudaGetDevice == NULL || real->cudaGetDevice(&device) != cudaSuccess || device < 0 ||
+        device >= US_MAX_DEVICES)
+        return false;
+    /* an inactive primary context cannot be the current one */
+    return primary_of(api, device) != current;
+}
+
 void us_context_install(const struct us_driver_api *api)
 {
     pthread_once(&resolve_once, resolve); /* so that a later resolve does not undo this */

@@ -27,6 +27,15 @@ struct us_driver_api {
  * context (NULL when unknown). */
 bool us_context_competes(int device, CUcontext *context);
 
+/* True when the calling thread works in a context that is not a primary
+ * context: one the program made (cuCtxCreate) and made current. The shim's
+ * own streams, events and pinned slots belong to primary contexts, and a
+ * stream of another context of the same device is an invalid handle there,
+ * so the pipelines leave such copies to the driver (logged once). False
+ * when the driver cannot be asked. One cuCtxGetCurrent, plus the runtime's
+ * current device. */
+bool us_context_foreign(void);
+
 /* Replace the driver functions (tests); NULL: resolve from libcuda again.
  * Also forgets the primary contexts remembered. */
 void us_context_install(const struct us_driver_api *api);

@@ -43,7 +43,7 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags)
         uint64_t gen = e->gen;
         fc_front_clear(&e->front);
         free(e->front.nodes);
-        *e = (struct fc_event){.key = e, .device = fc_current_device(), .flags = flags, .gen = gen + 1};
+        *e = (struct fc_event){.key = e, .device = fc_current_device(), .ctx = fc_current_ctx(), .flags = flags, .gen = gen + 1};
         HASH_ADD_PTR(fc_g.events, key, e);
     }
     pthread_mutex_unlock(&fc_g.mu);
@@ -99,8 +99,8 @@ static cudaError_t event_record(cudaEvent_t event, cudaStream_t stream, bool per
     struct fc_event *e = event_get_locked(event);
     struct fc_stream *s = NULL;
     cudaError_t err = e != NULL ? fc_stream_get(stream, per_thread, &s) : cudaErrorInvalidResourceHandle;
-    if (err == cudaSuccess && s->device != e->device)
-        err = cudaErrorInvalidResourceHandle; /* an event is recorded only on its own device */
+    if (err == cudaSuccess && s->ctx != e->ctx)
+        err = cudaErrorInvalidResourceHandle; /* an event is recorded only in its own context (device) */
     if (err == cudaSuccess && s->capture != NULL) {
         /* Recorded into the capture: it stands for the stream's front, and
          * a stream that waits for it joins the capture. */

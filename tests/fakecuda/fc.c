@@ -16,6 +16,7 @@ struct fc_global fc_g = {
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static bool forked_child; /* set in the child of a fork() after first use */
 static __thread int tls_device;
+static __thread struct fc_ctx *tls_ctx; /* NULL: the primary context of tls_device */
 static __thread cudaError_t tls_last_error;
 
 static struct timespec to_timespec(double t_us)
@@ -62,8 +63,12 @@ static void init(void)
     fc_faults_from_env();
     pthread_mutex_lock(&fc_g.mu);
     fc_g.ndev = fc_cfg()->devices;
-    for (int d = 0; d < fc_g.ndev; d++)
+    for (int d = 0; d < fc_g.ndev; d++) {
+        fc_g.primary[d] = (struct fc_ctx){.device = d, .primary = true, .live = true};
         fc_g.dev[d].legacy = fc_stream_new_locked(FC_STREAM_LEGACY, d, 0, 0);
+        fc_g.dev[d].legacy->ctx = &fc_g.primary[d];
+        fc_g.primary[d].legacy = fc_g.dev[d].legacy;
+    }
     pthread_mutex_unlock(&fc_g.mu);
 }
 
@@ -115,7 +120,26 @@ cudaError_t fc_ret(cudaError_t err)
 
 int fc_current_device(void)
 {
-    return tls_device;
+    return tls_ctx != NULL ? tls_ctx->device : tls_device;
+}
+
+struct fc_ctx *fc_current_ctx(void)
+{
+    if (tls_ctx != NULL)
+        return tls_ctx;
+    struct fc_ctx *primary = &fc_g.primary[tls_device];
+    if (!__atomic_load_n(&primary->used, __ATOMIC_RELAXED))
+        __atomic_store_n(&primary->used, true, __ATOMIC_RELAXED); /* active from now on */
+    return primary;
+}
+
+void fc_set_current_ctx(struct fc_ctx *ctx)
+{
+    if (ctx != NULL && ctx->primary) {
+        tls_device = ctx->device;
+        ctx = NULL;
+    }
+    tls_ctx = ctx;
 }
 
 /* --- devices: selection and versions ---------------------------------------------------- */
@@ -136,7 +160,7 @@ cudaError_t cudaGetDevice(int *device)
         return fc_ret(cudaErrorInitializationError);
     if (device == NULL)
         return fc_ret(cudaErrorInvalidValue);
-    *device = tls_device;
+    *device = fc_current_device();
     return cudaSuccess;
 }
 
@@ -146,7 +170,7 @@ cudaError_t cudaSetDevice(int device)
         return fc_ret(cudaErrorInitializationError);
     if (device < 0 || device >= fc_g.ndev)
         return fc_ret(cudaErrorInvalidDevice);
-    tls_device = device;
+    fc_set_current_ctx(&fc_g.primary[device]); /* the runtime works in primary contexts */
     return cudaSuccess;
 }
 

@@ -68,6 +68,29 @@ bool fc_error_from_name(const char *name, cudaError_t *out);
 cudaError_t fc_ret(cudaError_t err);
 int fc_current_device(void);
 
+/* --- contexts (fc.c; the driver API in driver.c) ------------------------------------------ */
+
+/* A CUDA context: each device's primary one (what the runtime uses), and
+ * those cuCtxCreate makes. Streams and events belong to the context current
+ * at their creation; each context has its own legacy (NULL) stream. */
+struct fc_ctx {
+    int device;
+    bool primary;
+    bool live;                 /* a created context not destroyed */
+    unsigned flags;
+    int retains;               /* primary: cuDevicePrimaryCtxRetain count */
+    bool used;                 /* primary: the runtime worked in it (atomic) */
+    struct fc_stream *legacy;  /* its NULL stream */
+    struct fc_ctx *next;       /* fc_g.created */
+};
+
+/* The calling thread's current context: the primary context of the current
+ * device unless the driver API made another one current. Never NULL. */
+struct fc_ctx *fc_current_ctx(void);
+/* Makes ctx current on the calling thread (NULL: the current device's
+ * primary context). A primary context also sets the current device. */
+void fc_set_current_ctx(struct fc_ctx *ctx);
+
 /* --- faults and statistics (control.c) ------------------------------------------ */
 
 /* cudaSuccess, or the error a fault site injects into this call. */
@@ -144,6 +167,7 @@ struct fc_stream {
     UT_hash_handle hh;
     enum fc_stream_kind kind;
     int device;
+    struct fc_ctx *ctx;        /* the context it belongs to */
     unsigned flags;
     int priority;
     bool live;                 /* a user stream not destroyed */
@@ -239,6 +263,8 @@ struct fc_global {
     pthread_mutex_t mu;
     pthread_cond_t done;
     struct fc_device dev[FC_MAX_DEVICES];
+    struct fc_ctx primary[FC_MAX_DEVICES]; /* legacy == dev[d].legacy */
+    struct fc_ctx *created;      /* cuCtxCreate contexts, destroyed ones included (never freed) */
     int ndev;
     struct fc_stream *handles;   /* live user streams, by handle */
     struct fc_stream **all;      /* every stream ever made (none is freed) */
@@ -252,9 +278,21 @@ struct fc_global {
 
 extern struct fc_global fc_g;
 
-/* Resolves a stream handle under fc_g.mu. `per_thread`: the entry point is a
- * _ptsz/_ptds one, where 0 means the per-thread default stream. */
+/* Resolves a stream handle under fc_g.mu, for work issued to it. `per_thread`:
+ * the entry point is a _ptsz/_ptds one, where 0 means the per-thread default
+ * stream. 0 and cudaStreamLegacy are the current context's streams. A stream
+ * of another context of the current device is an invalid handle there
+ * (cudaErrorInvalidResourceHandle: a shim that issues work on streams of the
+ * primary context while a created one is current fails this way, measured);
+ * a stream of another device is accepted (measured, design.md). */
 cudaError_t fc_stream_get(cudaStream_t handle, bool per_thread, struct fc_stream **out);
+/* The same without the ownership check: for calls that only look at the
+ * stream (synchronize, query, flags, device). */
+cudaError_t fc_stream_get_any(cudaStream_t handle, bool per_thread, struct fc_stream **out);
+/* Whether work issued while `cur` is current may use an object of `owner`. */
+bool fc_ctx_may_use(const struct fc_ctx *cur, const struct fc_ctx *owner);
+/* Under fc_g.mu: waits for every stream of a context; the first kept error. */
+cudaError_t fc_ctx_sync_locked(struct fc_ctx *ctx);
 bool fc_stream_blocking(const struct fc_stream *s);
 /* Under fc_g.mu: a new stream, appended to fc_g.all (user streams also enter
  * fc_g.handles). NULL when out of memory. */
@@ -358,6 +396,7 @@ struct fc_event {
     UT_hash_handle hh;
     struct fc_event *next_free;
     int device;
+    struct fc_ctx *ctx;        /* the context current at creation */
     unsigned flags;
     uint64_t gen;              /* bumped by every record and by destroy */
     bool recorded;

@@ -59,6 +59,7 @@ struct fc_stream *fc_stream_new_locked(enum fc_stream_kind kind, int device, uns
     }
     s->kind = kind;
     s->device = device;
+    s->ctx = kind == FC_STREAM_USER ? fc_current_ctx() : &fc_g.primary[device];
     s->flags = flags;
     s->priority = priority;
     s->sticky = cudaSuccess;
@@ -78,22 +79,39 @@ static struct fc_stream *per_thread_locked(int device)
     return tls_per_thread[device];
 }
 
-cudaError_t fc_stream_get(cudaStream_t handle, bool per_thread, struct fc_stream **out)
+bool fc_ctx_may_use(const struct fc_ctx *cur, const struct fc_ctx *owner)
 {
-    int dev = fc_current_device();
+    return owner == cur || owner->device != cur->device;
+}
+
+static cudaError_t stream_lookup(cudaStream_t handle, bool per_thread, bool check_owner, struct fc_stream **out)
+{
+    struct fc_ctx *ctx = fc_current_ctx();
+    int dev = ctx->device;
     struct fc_stream *s = NULL;
+    /* a created context's per-thread stream is its legacy stream (not modelled apart) */
     if (handle == NULL)
-        s = per_thread ? per_thread_locked(dev) : fc_g.dev[dev].legacy;
+        s = per_thread && ctx->primary ? per_thread_locked(dev) : ctx->legacy;
     else if (handle == cudaStreamLegacy)
-        s = fc_g.dev[dev].legacy;
+        s = ctx->legacy;
     else if (handle == cudaStreamPerThread)
-        s = per_thread_locked(dev);
+        s = ctx->primary ? per_thread_locked(dev) : ctx->legacy;
     else
         HASH_FIND_PTR(fc_g.handles, &handle, s);
-    if (s == NULL)
+    if (s == NULL || (check_owner && !fc_ctx_may_use(ctx, s->ctx)))
         return cudaErrorInvalidResourceHandle;
     *out = s;
     return cudaSuccess;
+}
+
+cudaError_t fc_stream_get(cudaStream_t handle, bool per_thread, struct fc_stream **out)
+{
+    return stream_lookup(handle, per_thread, true, out);
+}
+
+cudaError_t fc_stream_get_any(cudaStream_t handle, bool per_thread, struct fc_stream **out)
+{
+    return stream_lookup(handle, per_thread, false, out);
 }
 
 /* --- operations and workers ------------------------------------------------------------- */
@@ -186,9 +204,12 @@ static void start_worker_locked(struct fc_stream *s)
 
 void fc_op_wait_device_locked(struct fc_op *op, int device, const struct fc_stream *self)
 {
+    /* the legacy stream of a created context orders with that context's
+     * streams; any other caller means the device's primary context */
+    const struct fc_ctx *ctx = self != NULL && self->device == device ? self->ctx : &fc_g.primary[device];
     for (size_t i = 0; i < fc_g.nall; i++) {
         struct fc_stream *t = fc_g.all[i];
-        if (t != self && t->device == device && (t->kind == FC_STREAM_LEGACY || fc_stream_blocking(t)))
+        if (t != self && t->ctx == ctx && (t->kind == FC_STREAM_LEGACY || fc_stream_blocking(t)))
             fc_op_add_dep(op, t, t->submitted);
     }
 }
@@ -200,7 +221,7 @@ uint64_t fc_submit_locked(struct fc_stream *s, struct fc_op *op)
     if (s->kind == FC_STREAM_LEGACY) {
         fc_op_wait_device_locked(op, s->device, s);
     } else if (fc_stream_blocking(s)) {
-        struct fc_stream *legacy = fc_g.dev[s->device].legacy;
+        struct fc_stream *legacy = s->ctx->legacy;
         fc_op_add_dep(op, legacy, legacy->submitted);
     }
     if (s->armed != cudaSuccess) {
@@ -244,7 +265,7 @@ static void drain_locked(struct fc_stream *s)
     if (s->kind == FC_STREAM_LEGACY) {
         for (size_t i = 0; i < fc_g.nall; i++) {
             struct fc_stream *t = fc_g.all[i];
-            if (t->device == s->device && fc_stream_blocking(t))
+            if (t->ctx == s->ctx && fc_stream_blocking(t))
                 fc_wait_locked(t, t->submitted);
         }
     }
@@ -256,7 +277,7 @@ static bool drained_locked(const struct fc_stream *s)
     if (s->kind == FC_STREAM_LEGACY) {
         for (size_t i = 0; i < fc_g.nall; i++) {
             const struct fc_stream *t = fc_g.all[i];
-            if (t->device == s->device && fc_stream_blocking(t) && t->completed < t->submitted)
+            if (t->ctx == s->ctx && fc_stream_blocking(t) && t->completed < t->submitted)
                 return false;
         }
     }
@@ -269,6 +290,20 @@ cudaError_t fc_device_sync_locked(int device)
     for (size_t i = 0; i < fc_g.nall; i++) { /* fc_g.all may grow while we wait */
         struct fc_stream *t = fc_g.all[i];
         if (t->device != device)
+            continue;
+        fc_wait_locked(t, t->submitted);
+        if (err == cudaSuccess)
+            err = t->sticky;
+    }
+    return err;
+}
+
+cudaError_t fc_ctx_sync_locked(struct fc_ctx *ctx)
+{
+    cudaError_t err = cudaSuccess;
+    for (size_t i = 0; i < fc_g.nall; i++) {
+        struct fc_stream *t = fc_g.all[i];
+        if (t->ctx != ctx)
             continue;
         fc_wait_locked(t, t->submitted);
         if (err == cudaSuccess)
@@ -411,7 +446,7 @@ static cudaError_t is_capturing(cudaStream_t stream, enum cudaStreamCaptureStatu
         return fc_ret(cudaErrorInvalidValue);
     pthread_mutex_lock(&fc_g.mu);
     struct fc_stream *s;
-    cudaError_t err = fc_stream_get(stream, per_thread, &s);
+    cudaError_t err = fc_stream_get_any(stream, per_thread, &s);
     if (err == cudaSuccess)
         *status = s->capture == NULL       ? cudaStreamCaptureStatusNone
                   : s->capture->invalidated ? cudaStreamCaptureStatusInvalidated
@@ -526,7 +561,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream)
 static cudaError_t stream_observable_locked(cudaStream_t stream, bool per_thread, struct fc_stream **out)
 {
     struct fc_stream *s;
-    cudaError_t err = fc_stream_get(stream, per_thread, &s);
+    cudaError_t err = fc_stream_get_any(stream, per_thread, &s);
     if (err == cudaSuccess && s->capture != NULL) {
         s->capture->invalidated = true;
         err = cudaErrorStreamCaptureUnsupported;
@@ -607,7 +642,7 @@ static cudaError_t stream_get_flags(cudaStream_t stream, unsigned *flags, bool p
         return fc_ret(cudaErrorInvalidValue);
     pthread_mutex_lock(&fc_g.mu);
     struct fc_stream *s;
-    cudaError_t err = fc_stream_get(stream, per_thread, &s);
+    cudaError_t err = fc_stream_get_any(stream, per_thread, &s);
     if (err == cudaSuccess && s->capture != NULL)
         err = capture_forbids_query_locked(s);
     if (err == cudaSuccess)
@@ -624,7 +659,7 @@ static cudaError_t stream_get_device(cudaStream_t stream, int *device, bool per_
         return fc_ret(cudaErrorInvalidValue);
     pthread_mutex_lock(&fc_g.mu);
     struct fc_stream *s;
-    cudaError_t err = fc_stream_get(stream, per_thread, &s);
+    cudaError_t err = fc_stream_get_any(stream, per_thread, &s);
     if (err == cudaSuccess && s->capture != NULL)
         err = capture_forbids_query_locked(s);
     if (err == cudaSuccess)

@@ -86,6 +86,11 @@ sh "$root/tests/capture/run.sh" "$build" gpu >"$out/capture.txt" 2>&1
 capture_rc=$?
 grep -v '^PASS' "$out/capture.txt"
 
+echo "gpu-test: copies in created and primary contexts, shared and static runtime (tests/driver)"
+sh "$root/tests/driver/run.sh" "$build" gpu >"$out/driver.txt" 2>&1
+driver_rc=$?
+grep -v '^PASS' "$out/driver.txt"
+
 echo "gpu-test: random-copy stress (tests/stress/gpu.sh)"
 sh "$root/tests/stress/gpu.sh" "$build" "$out"
 stress_rc=$?
@@ -97,6 +102,7 @@ rc=$?
 [ $capture_rc -eq 0 ] || rc=1
 [ "$reset_rc" -eq 0 ] || rc=1
 [ "$stress_rc" -eq 0 ] || rc=1
+[ "$driver_rc" -eq 0 ] || rc=1
 echo
 python3 "$root/tools/bench/table.py" --all "$out/native" "$out/shim" 2>/dev/null || true
 echo "gpu-test: outputs in $out"

@@ -89,7 +89,7 @@ static inline cudaError_t launch_fill(cudaStream_t s, void *dst, int value, size
 }
 
 /* A host function that stores the time it ran (ms) into *(double *)arg. */
-static void CUDART_CB stamp_fn(void *arg)
+static inline void CUDART_CB stamp_fn(void *arg)
 {
     *(volatile double *)arg = now_ms();
 }
