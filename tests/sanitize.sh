@@ -44,7 +44,7 @@ for san in $sanitizers; do
     export SAN_PRELOAD SAN_CFLAGS
     export ASAN_OPTIONS="detect_leaks=1:halt_on_error=1:log_path=$reports/asan"
     export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:log_path=$reports/ubsan"
-    export TSAN_OPTIONS="halt_on_error=0:second_deadlock_stack=1:log_path=$reports/tsan"
+    export TSAN_OPTIONS="halt_on_error=0:second_deadlock_stack=1:log_path=$reports/tsan:suppressions=$top/tests/tsan.supp"
     export TEST_SANITIZER=$san # tests skip what they judge by speed alone
     export SCN_MODES="${SAN_SCENARIO_MODES:-native shim}"
     # nothing sanitized in the Python-only suites, and fuzz sanitizes itself.

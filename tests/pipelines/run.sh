@@ -103,9 +103,9 @@ reset_prog=$work/device_reset
 if ${CC:-gcc} -std=c11 -D_GNU_SOURCE -O1 -g -Wall -Wextra -Werror $SAN_CFLAGS -I"$cuda/include" \
     -o "$reset_prog" "$here/../gpu/device_reset.c" -L"$fake" -lcudart; then
     for mode in native shim; do
-        pre=""
-        [ "$mode" = shim ] && pre="LD_PRELOAD=$preload"
-        if env LD_LIBRARY_PATH="$fake" $pre "$reset_prog" >"$work/reset_$mode.out" 2>"$work/reset_$mode.err" &&
+        with=""
+        [ "$mode" = shim ] && with=$preload # may hold two paths: quoted as one value below
+        if env LD_LIBRARY_PATH="$fake" ${with:+LD_PRELOAD="$with"} "$reset_prog" >"$work/reset_$mode.out" 2>"$work/reset_$mode.err" &&
             grep -q '^device_reset: ok=1$' "$work/reset_$mode.out"; then pass "device_reset.$mode"
         else fail "device_reset.$mode" "$(grep -v 'done' "$work/reset_$mode.out" | head -2 | tr '\n' ' ')"; fi
     done
