@@ -69,7 +69,7 @@ P2P_FAKE_PROBE := $(BUILD)/p2pcheck/fake/probe
 STRESS_SRC := tests/stress/stress.c
 STRESS_DEPS := $(STRESS_SRC) tests/stress/stress_kernels.h
 
-.PHONY: all shim fakecuda scenarios check unit demo gpu-test bench compat deps clean docs test-bins sanitize
+.PHONY: all shim fakecuda scenarios check unit demo gpu-test bench compat deps clean docs test-bins sanitize-bins sanitize
 all: shim fakecuda scenarios
 
 shim: $(SHIM)
@@ -204,6 +204,10 @@ $(BUILD)/gpu/stress: $(STRESS_DEPS) $(BUILD)/gpu/stress_kernels.o
 
 # --- tests ------------------------------------------------------------------------
 test-bins: all $(CORE_LIB) $(UNIT_BIN) $(FAKE_TEST_BIN) $(BUILD)/stress/stress $(CONF_BIN) $(CAPTURE_BIN) $(P2P_FAKE_PROBE)
+
+# what the sanitizer passes run (tests/sanitize.sh leaves the conformance,
+# capture and p2pcheck programs to the plain run)
+sanitize-bins: all $(CORE_LIB) $(UNIT_BIN) $(FAKE_TEST_BIN) $(BUILD)/stress/stress
 
 check: deps
 	@$(MAKE) --no-print-directory test-bins

@@ -29,7 +29,7 @@ for san in $sanitizers; do
     esac
     echo "== $san: building $build"
     mkdir -p "$build"
-    if ! make --no-print-directory -j2 BUILD="$build" SANITIZE="$flags" test-bins >"$build/make.log" 2>&1; then
+    if ! make --no-print-directory -j2 BUILD="$build" SANITIZE="$flags" sanitize-bins >"$build/make.log" 2>&1; then
         tail -20 "$build/make.log"
         echo "FAIL $san.build"
         failed=$((failed + 1))
