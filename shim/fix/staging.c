@@ -1,6 +1,7 @@
 /* staging.c - see staging.h.
  *
- * The slots live in blocks, one pinned allocation each (one slot a block
+ * The slots live in blocks, one pinned allocation each (mapped and registered
+ * by the shim: see map_and_register) (one slot a block
  * since growth follows the copies), in a list that only grows. The budget
  * (pinned_max) is reserved with an atomic before an allocation and given back
  * if it fails, so concurrent growers (copies pinning inline, the grower
@@ -11,6 +12,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 
 #include "config.h"
 #include "grower.h"
@@ -33,7 +35,7 @@ static struct {
 } pool = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 static atomic_size_t pinned_bytes;
-static int logged_budget, logged_alloc, logged_oom, logged_deferred, logged_partial;
+static int logged_budget, logged_alloc, logged_register, logged_oom, logged_deferred, logged_partial;
 
 static bool reserve(size_t bytes)
 {
@@ -49,16 +51,50 @@ static bool reserve(size_t bytes)
     return true;
 }
 
+/* Memory the shim maps and faults in itself, then registers (portable):
+ * the page faults happen outside the driver, which holds a lock that other
+ * threads' CUDA calls wait for while it pins. Measured on an H100 (driver
+ * 580): cudaHostAlloc of 8 MiB took 4.4 ms, and while a thread made 32 of
+ * them another thread's 4 KiB pinned copy + synchronize waited up to 269 ms
+ * (11 copies in 288 ms); mapped with MAP_POPULATE then cudaHostRegister: 0.9
+ * ms each, the other thread's copies 11 us on average, 4 ms at worst (21,000
+ * copies). MADV_DONTFORK: a forked child (a DataLoader worker) must not share
+ * the pages copy-on-write, or the parent's next write to a slot would move it
+ * to a new page while the GPU still reads the old one. NULL: mapping or
+ * registration failed (the caller falls back to cudaHostAlloc). */
+static void *map_and_register(size_t bytes)
+{
+    const struct us_real_api *real = us_real();
+    if (real->cudaHostRegister == NULL)
+        return NULL;
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+    if (p == MAP_FAILED)
+        return NULL;
+    (void)madvise(p, bytes, MADV_DONTFORK);
+    cudaError_t err = real->cudaHostRegister(p, bytes, cudaHostRegisterPortable);
+    if (err != cudaSuccess) {
+        us_log_once(&logged_register, US_LOG_INFO,
+                    "cudaHostRegister of %zu bytes of staging failed (%s): staging comes from cudaHostAlloc", bytes,
+                    us_real_error_name(err));
+        munmap(p, bytes);
+        return NULL;
+    }
+    return p;
+}
+
 /* `bytes` of portable pinned memory within the budget; *device: the device
- * current at the allocation (its context owns the memory). */
+ * current at the allocation (a reset of it unregisters or frees the memory;
+ * see us_staging_forget_device). Never freed: the pool only grows. */
 static bool pinned_alloc(size_t bytes, void **out, int *device)
 {
     if (!reserve(bytes))
         return false;
     *device = -1;
     us_real()->cudaGetDevice(device);
-    void *p = NULL;
-    cudaError_t err = us_real()->cudaHostAlloc(&p, bytes, cudaHostAllocPortable);
+    void *p = map_and_register(bytes);
+    cudaError_t err = cudaSuccess;
+    if (p == NULL)
+        err = us_real()->cudaHostAlloc(&p, bytes, cudaHostAllocPortable);
     if (err != cudaSuccess || p == NULL) {
         atomic_fetch_sub(&pinned_bytes, bytes);
         us_log_once(&logged_alloc, US_LOG_WARN,
@@ -354,7 +390,7 @@ void us_staging_reset(void)
         }
     }
     pool.head = pool.tail = pool.retired = NULL;
-    logged_budget = logged_alloc = logged_oom = logged_deferred = logged_partial = 0;
+    logged_budget = logged_alloc = logged_register = logged_oom = logged_deferred = logged_partial = 0;
     atomic_store(&slot_bytes_fixed, 0);
     atomic_store(&pinned_bytes, 0);
     pthread_mutex_unlock(&pool.mu);

@@ -25,6 +25,7 @@
     X(TIMESLICE_US, timeslice_us, DBL, 2000.0, 0.0, 1e9)                     \
     X(STAGED_HOLD, staged_hold, INT, 1, 0, 1)                                 \
     X(HOST_ALLOC_US_PER_MIB, host_alloc_us_per_mib, DBL, 0.0, 0.0, 1e9)      \
+    X(HOST_REGISTER_US_PER_MIB, host_register_us_per_mib, DBL, 0.0, 0.0, 1e9) \
     X(P2P_ATOMICS, p2p_atomics, INT, 1, 0, 1)                                 \
     X(P2P_RANK, p2p_rank, INT, 0, 0, 1000)
 

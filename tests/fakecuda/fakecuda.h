@@ -115,7 +115,8 @@ struct fakecuda_stats {
     unsigned long async_errors;           /* operations that failed asynchronously */
     unsigned long faults_injected;        /* API calls failed by a fault site */
     unsigned long streams_created, events_created, pinned_allocs;
-    unsigned long long pinned_alloc_max_bytes; /* largest single cudaHostAlloc/cudaMallocHost */
+    unsigned long host_registers;         /* cudaHostRegister calls that succeeded */
+    unsigned long long pinned_alloc_max_bytes; /* largest single pinning: cudaHostAlloc, cudaMallocHost, cudaHostRegister */
     unsigned long workers_started;        /* stream worker threads started (they exit when idle) */
     int workers_running;                  /* worker threads alive now */
 };

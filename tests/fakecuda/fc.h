@@ -36,6 +36,7 @@ struct fc_config {
     double timeslice_us;
     int staged_hold;               /* 1: a staged copy holds its caller until done */
     double host_alloc_us_per_mib;  /* cudaHostAlloc holds the API lock this long per MiB */
+    double host_register_us_per_mib; /* cudaHostRegister: the same (pinning pages already mapped) */
     int p2p_atomics;               /* cudaDevP2PAttrNativeAtomicSupported of a capable pair */
     int p2p_rank;                  /* cudaDevP2PAttrPerformanceRank of a capable pair */
     bool peer_capable[FC_MAX_DEVICES][FC_MAX_DEVICES];

@@ -236,6 +236,18 @@ cudaError_t cudaFree(void *ptr)
 
 /* --- pinned and registered host memory --------------------------------------------------- */
 
+/* Pinning holds the driver's lock for `us_per_mib` per MiB (scaled): other
+ * threads' calls wait, as measured (docs/fakecuda.md). */
+static void hold_driver_while_pinning(double us_per_mib, size_t size)
+{
+    double cost_us = us_per_mib * ((double)size / (1 << 20)) * fc_cfg()->time_scale;
+    if (cost_us > 0) {
+        fc_api_lock();
+        fc_sleep_until_us(fc_now_us() + cost_us);
+        fc_api_unlock();
+    }
+}
+
 cudaError_t cudaHostAlloc(void **ptr, size_t size, unsigned int flags)
 {
     if (!fc_enter())
@@ -254,12 +266,7 @@ cudaError_t cudaHostAlloc(void **ptr, size_t size, unsigned int flags)
     }
     /* Pinning pages holds the driver: other threads' launches wait for it
      * (FAKECUDA_HOST_ALLOC_US_PER_MIB, 0 by default; docs/fakecuda.md). */
-    double cost_us = fc_cfg()->host_alloc_us_per_mib * ((double)size / (1 << 20)) * fc_cfg()->time_scale;
-    if (cost_us > 0) {
-        fc_api_lock();
-        fc_sleep_until_us(fc_now_us() + cost_us);
-        fc_api_unlock();
-    }
+    hold_driver_while_pinning(fc_cfg()->host_alloc_us_per_mib, size);
     void *p = backing_alloc(size, 4096);
     if (p == NULL)
         return fc_ret(cudaErrorMemoryAllocation);
@@ -311,6 +318,9 @@ cudaError_t cudaHostRegister(void *ptr, size_t size, unsigned int flags)
         return fc_ret(err);
     if (!reg_insert((struct fc_alloc){(uintptr_t)ptr, size, FC_MEM_REGISTERED, fc_current_device()}, false))
         return fc_ret(cudaErrorHostMemoryAlreadyRegistered);
+    hold_driver_while_pinning(fc_cfg()->host_register_us_per_mib, size);
+    fc_stat_add(host_registers, 1);
+    fc_stat_max(pinned_alloc_max_bytes, (unsigned long long)size);
     return cudaSuccess;
 }
 

@@ -1232,6 +1232,40 @@ static bool t_grower_lazy(void)
     return true;
 }
 
+/* The staging slots are memory the shim maps itself and registers (the
+ * page faults outside the driver's lock, staging.c), and a forked child does
+ * not share them: VmFlags "dc" (MADV_DONTFORK) on every registered mapping,
+ * or a DataLoader-style fork would make the parent's next write to a slot
+ * land on a copy-on-write page the GPU does not read. */
+static bool t_staging_registered(void)
+{
+    const size_t n = 4099; /* the process's first D2H pins its one slot inside the call */
+    cudaStream_t s = stream_on(0, cudaStreamNonBlocking);
+    fakecuda_reset_stats();
+    if (!copy_one(D2H, ASYNC, n, s, 0, 0, 160))
+        return false;
+    struct fakecuda_stats st;
+    fakecuda_stats(&st);
+    if (native) {
+        CHECK(st.host_registers == 0, "%lu registrations without the shim", st.host_registers);
+        return true;
+    }
+    CHECK(all_rewritten(), "%s", "the copies went native");
+    CHECK(st.host_registers > 0 && st.pinned_allocs == 0,
+          "staging came from %lu cudaHostAlloc and %lu cudaHostRegister calls", st.pinned_allocs, st.host_registers);
+    FILE *f = fopen("/proc/self/smaps", "r");
+    CHECK(f != NULL, "%s", "/proc/self/smaps");
+    char line[512];
+    unsigned long dontfork = 0;
+    while (fgets(line, sizeof line, f) != NULL)
+        if (strncmp(line, "VmFlags:", 8) == 0 && strstr(line, " dc") != NULL)
+            dontfork++;
+    fclose(f);
+    CHECK(dontfork >= 1, "%s", "no mapping is marked MADV_DONTFORK: a forked child would share the slots");
+    cudaStreamDestroy(s);
+    return true;
+}
+
 /* --- main ---------------------------------------------------------------------------------- */
 
 struct test {
@@ -1254,6 +1288,7 @@ static const struct test tests[] = {
     {"async_error", t_async_error, true},
     {"d2h_then_h2d", t_d2h_then_h2d, true},
     {"free_during_copy", t_free_during_copy, true},
+    {"staging_registered", t_staging_registered, false},
     {"first_use_launch", t_first_use_launch, false},
     {"first_use_large", t_first_use_large, false},
     {"first_use_small_d2h", t_first_use_small_d2h, false},

@@ -114,20 +114,23 @@ else
 fi
 
 # first use with pinning as costly as on an H200 and the default staging sizes
-run first_use_native LD_LIBRARY_PATH="$fake" PIPE_NATIVE=1 FAKECUDA_HOST_ALLOC_US_PER_MIB=400 UNSTALL_CHUNK_BYTES=8m "$prog" first_use_launch
-shimmed first_use FAKECUDA_HOST_ALLOC_US_PER_MIB=400 UNSTALL_CHUNK_BYTES=8m "$prog" first_use_launch
+run first_use_native LD_LIBRARY_PATH="$fake" PIPE_NATIVE=1 FAKECUDA_HOST_ALLOC_US_PER_MIB=400 FAKECUDA_HOST_REGISTER_US_PER_MIB=110 UNSTALL_CHUNK_BYTES=8m "$prog" first_use_launch
+shimmed first_use FAKECUDA_HOST_ALLOC_US_PER_MIB=400 FAKECUDA_HOST_REGISTER_US_PER_MIB=110 UNSTALL_CHUNK_BYTES=8m "$prog" first_use_launch
 # each the process's first copies, pinning as costly as on an H100: nothing
 # beyond the inline budget is pinned inside a copy, the grower does the rest
 for t in first_use_large first_use_small_d2h first_use_capture grower_lazy; do
-    run "${t}_native" LD_LIBRARY_PATH="$fake" LD_PRELOAD="${SAN_PRELOAD:+$SAN_PRELOAD }$rec" PIPE_NATIVE=1 FAKECUDA_HOST_ALLOC_US_PER_MIB=400 \
+    run "${t}_native" LD_LIBRARY_PATH="$fake" LD_PRELOAD="${SAN_PRELOAD:+$SAN_PRELOAD }$rec" PIPE_NATIVE=1 FAKECUDA_HOST_ALLOC_US_PER_MIB=400 FAKECUDA_HOST_REGISTER_US_PER_MIB=110 \
         "$prog" "$t"
-    run "$t" LD_LIBRARY_PATH="$fake" LD_PRELOAD="$preload $rec" FAKECUDA_HOST_ALLOC_US_PER_MIB=400 \
+    run "$t" LD_LIBRARY_PATH="$fake" LD_PRELOAD="$preload $rec" FAKECUDA_HOST_ALLOC_US_PER_MIB=400 FAKECUDA_HOST_REGISTER_US_PER_MIB=110 \
         UNSTALL_CHUNK_BYTES=8m "$prog" "$t"
 done
 expect_log first_use_large "goes native while a background thread grows the pool" 1
 # seed 004 as the process's first copy (a 4-byte D2H): rewritten, no hang
-shimmed seed004_first FAKECUDA_HOST_ALLOC_US_PER_MIB=400 UNSTALL_CHUNK_BYTES=8m "$prog" seed004
-shimmed no_pinned FAKECUDA_FAULT_HOST_ALLOC=1 "$prog" fault_no_pinned
+shimmed seed004_first FAKECUDA_HOST_ALLOC_US_PER_MIB=400 FAKECUDA_HOST_REGISTER_US_PER_MIB=110 UNSTALL_CHUNK_BYTES=8m "$prog" seed004
+# staging is mapped and registered by the shim, and not inherited by fork
+run staging_registered_native LD_LIBRARY_PATH="$fake" PIPE_NATIVE=1 "$prog" staging_registered
+shimmed staging_registered "$prog" staging_registered
+shimmed no_pinned FAKECUDA_FAULT_HOST_REGISTER=1 FAKECUDA_FAULT_HOST_ALLOC=1 "$prog" fault_no_pinned
 expect_log no_pinned "cudaHostAlloc of .* failed" 1
 shimmed no_events "$prog" fault_no_events
 expect_log no_events "cannot create the shim's events" 1
