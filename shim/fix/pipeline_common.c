@@ -135,7 +135,12 @@ unsigned us_pipe_claim_cap(void)
 bool us_pipe_claim(const struct us_pipe *p, unsigned want, bool partial_ok, struct us_pipe_slots *s)
 {
     struct us_staging_ask ask = {
-        .want = want, .copy_bytes = p->copy->bytes, .device = p->stream_device, .partial_ok = partial_ok};
+        .want = want,
+        .copy_bytes = p->copy->bytes,
+        .device = p->stream_device,
+        .partial_ok = partial_ok,
+        .pieces = us_staging_pieces(p->copy->path == US_PATH_H2D_PAGEABLE, p->copy->bytes),
+    };
     bool growing;
     s->n = us_staging_claim_for_copy(&ask, s->slot, &growing);
     if (s->n == 0) {

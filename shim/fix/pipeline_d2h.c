@@ -13,8 +13,8 @@
  * It runs with fewer slots than it wants while the grower thread adds the
  * rest (staging.h): one slot pinned inside the call is enough, since a
  * native D2H can deadlock a program whose stream waits for another thread's
- * launch (seed 004). Only a copy whose smallest slot is over its inline
- * budget (16 MiB and larger) and that finds none ready goes native.
+ * launch (seed 004). A copy whose own slots are over its inline budget
+ * and that finds none ready runs with one slot of the budget meanwhile.
  *
  * There is no mode that returns before the data is in place (d2h_deferred
  * was removed): correctly ordered code that reads the buffer, or copies from

@@ -18,13 +18,15 @@
  * holds the driver (a first cudaHostAlloc of 32 MiB stalled another thread's
  * kernel launch 10-15 ms on an H200; the native pageable copies, 0.1-0.4 ms),
  * and takes about 0.4 ms per MiB (0.4-0.6 measured), several times as long
- * per byte as the native pageable copy it serves. So the pool grows by slots of an eighth of the
- * copy (US_STAGING_GROW_DIVISOR; 64 KiB at least, chunk_bytes at most), one
- * cudaHostAlloc each: no single call holds the driver much longer than the
- * native copy would have (other threads' launches get in between), a small
- * copy never pins more than 64 KiB, and large copies reach chunk_bytes slots.
- * Slots therefore differ in size; a copy uses only slots of at least its own
- * growth size, so that it is cut into a bounded number of chunks.
+ * per byte as the native pageable copy it serves (registration of memory the
+ * shim faulted in first: about 0.11 ms per MiB, staging.c). So the pool
+ * grows by slots of a piece of the copy (us_staging_pieces: the size policy,
+ * measured; 64 KiB at least, chunk_bytes at most), one allocation each: no
+ * single call holds the driver much longer than the native copy would have
+ * (other threads' launches get in between), a small copy never pins more
+ * than 64 KiB, and large copies reach chunk_bytes slots. Slots therefore
+ * differ in size; a copy uses only slots of at least its own slot size, so
+ * that it is cut into a bounded number of chunks.
  *
  * Growth is off the copy's thread unless it is small (first use must not be
  * slower than native, issue 8 item 7, issue 15 item 2). A copy that finds
@@ -33,10 +35,10 @@
  * of the copy, 64 KiB at least, 1 MiB at most). Otherwise it asks the grower
  * thread (grower.h) to add them and, if it cannot run with fewer slots (an
  * H2D), goes native at once: exactly the native call. A D2H runs with the
- * slots it has, or with one slot pinned inline when it has none and the
- * budget allows one, cycling through them: a native D2H can deadlock a
- * program whose stream waits for another thread's launch (seed 004), so a
- * small D2H is rewritten from its first use. The next copies of that size
+ * slots it has, or with one slot pinned inline when it has none (of the
+ * budget when its own slot size is over it), cycling through them: a native
+ * D2H can deadlock a program whose stream waits for another thread's launch
+ * (seed 004), so every D2H is rewritten from its first use. The next copies of that size
  * find the grower's slots ready. The grower tops the pool up to what the copy
  * wanted, counting the slots available then (free, or released with their
  * work done), so that copies that repeat find their slots and concurrent
@@ -102,8 +104,14 @@ size_t us_staging_slot_bytes(void);
 
 /* The size of a slot a copy of `copy_bytes` grows the pool by, and the
  * least size of a slot it uses: copy_bytes / US_STAGING_GROW_DIVISOR rounded
- * down to a power of two, within US_STAGING_MIN_SLOT .. slot_bytes. */
+ * down to a power of two, within US_STAGING_MIN_SLOT .. slot_bytes.
+ * us_staging_slot_bytes_for: the same with the copy cut into `pieces`. */
 size_t us_staging_grow_bytes(size_t copy_bytes);
+size_t us_staging_slot_bytes_for(size_t copy_bytes, unsigned pieces);
+
+/* How many pieces a pageable copy is cut into: the size policy of the slot
+ * pipelines, measured (staging.c says where and what). */
+unsigned us_staging_pieces(bool to_device, size_t copy_bytes);
 
 /* The most new pinned bytes a copy of `copy_bytes` allocates inside its own
  * call: copy_bytes / US_STAGING_GROW_DIVISOR within US_STAGING_MIN_SLOT ..
@@ -116,16 +124,17 @@ struct us_staging_ask {
     size_t copy_bytes;
     int device;        /* the copy's stream device: the grower allocates with it current */
     bool partial_ok;   /* it can run with fewer slots than it wants (a D2H cycles them) */
+    unsigned pieces;   /* slots of copy_bytes / pieces (us_staging_pieces); 0: US_STAGING_GROW_DIVISOR */
 };
 
 /* Claims slots for a copy: up to `want` of at least
- * us_staging_grow_bytes(copy_bytes) into out[], stopping once they hold the
+ * us_staging_slot_bytes_for(copy_bytes, pieces) into out[], stopping once they hold the
  * whole copy: free ones, and released ones whose event has completed. When
  * that is not enough and the missing slots fit the copy's inline budget, pins
  * them here, one allocation each. When they do not, asks the grower thread
  * for them (*growing = true) and returns what the copy has: 0 unless
  * partial_ok, else its ready slots, or one slot pinned here when it had none
- * and one fits the budget. Without a grower thread (it could not start) it
+ * (of the budget when the copy's own slot size is over it). Without a grower thread (it could not start) it
  * pins what the copy needs here. Returns how many slots it claimed; 0 means
  * decline (logged once when the budget, the allocation or the background
  * growth is the cause). */

@@ -105,13 +105,14 @@ NOT_DETECTED = {
 # Scenario programs (SCN_QUICK=1): name -> (program and arguments, env, the
 # rule that must fire or None, whether it is rewritten, a rule that must not).
 # "Rewritten" is True (every copy), False (none), or the number of copies
-# left native: a process's first large pageable copy goes native while the
-# staging pool grows off its thread (docs/pipelines.md), here the warm-up.
+# left native: a process's first large pageable H2D goes native while the
+# staging pool grows off its thread (docs/pipelines.md), here the warm-up; a
+# D2H runs with one slot of its inline budget meanwhile, so every one is.
 SCENARIOS = {
     'case_clean': (['case_clean'], {'SCN_B_KERNEL_MS': '100', 'SCN_E_KERNEL_MS': '100'}, None, None, None),
     'case_a': (['case_a_staged_peer'], {}, 'staged_peer', True, None),
     'case_b': (['case_b_pageable_h2d'], {}, 'pageable_h2d', 1, None),
-    'case_c': (['case_c_pageable_d2h', 'throughput'], {}, 'pageable_d2h', 1, None),
+    'case_c': (['case_c_pageable_d2h', 'throughput'], {}, 'pageable_d2h', True, None),
     'case_d': (['case_d_busy_d2d'], {}, None, None, 'busy_engine_d2d'),
     'case_e': (['case_e_legacy'], {}, 'legacy_stream', False, None),
 }

@@ -116,7 +116,8 @@ struct fakecuda_stats {
     unsigned long faults_injected;        /* API calls failed by a fault site */
     unsigned long streams_created, events_created, pinned_allocs;
     unsigned long host_registers;         /* cudaHostRegister calls that succeeded */
-    unsigned long long pinned_alloc_max_bytes; /* largest single pinning: cudaHostAlloc, cudaMallocHost, cudaHostRegister */
+    unsigned long long pinned_alloc_max_bytes; /* largest single cudaHostAlloc/cudaMallocHost */
+    unsigned long long host_register_max_bytes; /* largest single cudaHostRegister */
     unsigned long workers_started;        /* stream worker threads started (they exit when idle) */
     int workers_running;                  /* worker threads alive now */
 };

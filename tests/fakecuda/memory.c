@@ -320,7 +320,7 @@ cudaError_t cudaHostRegister(void *ptr, size_t size, unsigned int flags)
         return fc_ret(cudaErrorHostMemoryAlreadyRegistered);
     hold_driver_while_pinning(fc_cfg()->host_register_us_per_mib, size);
     fc_stat_add(host_registers, 1);
-    fc_stat_max(pinned_alloc_max_bytes, (unsigned long long)size);
+    fc_stat_max(host_register_max_bytes, (unsigned long long)size);
     return cudaSuccess;
 }
 

@@ -83,6 +83,35 @@ static void test_staging_grow_bytes(void **state)
     assert_int_equal(us_staging_grow_bytes((size_t)1 << 40), 8 * MiB);
 }
 
+/* The size policy (us_staging_pieces, measured: staging.c): an H2D in one
+ * piece, a D2H in halves below 8 MiB and quarters from 8 MiB; slots of a
+ * power of two within 64 KiB .. chunk_bytes. */
+static void test_staging_pieces_policy(void **state)
+{
+    (void)state;
+    fake_cuda_config(8 * MiB, 4, 64 * MiB);
+    assert_int_equal(us_staging_pieces(true, 4096), 1);
+    assert_int_equal(us_staging_pieces(true, 64 * MiB), 1);
+    assert_int_equal(us_staging_pieces(false, 4), 2);
+    assert_int_equal(us_staging_pieces(false, 8 * MiB - 1), 2);
+    assert_int_equal(us_staging_pieces(false, 8 * MiB), 4);
+    assert_int_equal(us_staging_slot_bytes_for(2 * MiB, 1), 2 * MiB);
+    assert_int_equal(us_staging_slot_bytes_for(3 * MiB, 1), 2 * MiB);
+    assert_int_equal(us_staging_slot_bytes_for(4 * MiB, 2), 2 * MiB);
+    assert_int_equal(us_staging_slot_bytes_for(16 * MiB, 4), 4 * MiB);
+    assert_int_equal(us_staging_slot_bytes_for(64 * MiB, 1), 8 * MiB);
+    assert_int_equal(us_staging_slot_bytes_for(4096, 2), US_STAGING_MIN_SLOT);
+    /* a claim with pieces uses slots of that size: an H2D of 2 MiB, one */
+    struct us_slot *s[4];
+    bool growing;
+    struct us_staging_ask a = {.want = 4, .copy_bytes = 2 * MiB, .device = 0, .pieces = 1};
+    assert_int_equal(us_staging_claim_for_copy(&a, s, &growing), 0); /* over the inline budget */
+    assert_true(growing);
+    us_grower_wait_idle();
+    assert_int_equal(us_staging_claim_for_copy(&a, s, &growing), 1);
+    assert_int_equal(s[0]->bytes, 2 * MiB);
+}
+
 /* A claim stops once its slots hold the whole copy. */
 static void test_staging_claim_stops_when_the_copy_fits(void **state)
 {
@@ -326,8 +355,8 @@ static void test_staging_large_growth_goes_to_the_grower(void **state)
 }
 
 /* A D2H runs with fewer slots than it wants: one pinned inside the call when
- * it has none and the budget allows it (a small D2H is rewritten from its
- * first use, seed 004), the rest from the grower. Before, a first 1 MiB D2H
+ * it has none, within the budget (a D2H is rewritten from its first use,
+ * seed 004), the rest from the grower. Before, a first 1 MiB D2H
  * pinned 4 slots of 128 KiB inside the call. */
 static void test_staging_partial_claim_pins_one_slot_inline(void **state)
 {
@@ -349,17 +378,22 @@ static void test_staging_partial_claim_pins_one_slot_inline(void **state)
     assert_int_equal(ask(4, MiB, 0, true, s, &growing), 4);
     assert_false(growing);
     us_staging_release(s, 4, NULL);
-    /* a D2H whose smallest slot is over its inline budget: none inline,
-     * native, and the log says why */
-    assert_int_equal(fake_cuda_log_count("goes native while a background thread grows the pool"), 0);
-    assert_int_equal(ask(4, 64 * MiB, 0, true, s, &growing), 0);
+    /* a D2H whose slots are over its inline budget: one slot of the budget
+     * inside the call (rewritten from its first use, never native: a native
+     * D2H can deadlock a program, seed 004), its own slots from the grower */
+    assert_int_equal(ask(4, 64 * MiB, 0, true, s, &growing), 1);
     assert_true(growing);
-    assert_int_equal(fake_cuda_log_count("goes native while a background thread grows the pool"), 1);
+    assert_int_equal(s[0]->bytes, US_STAGING_INLINE_MAX);
+    assert_int_equal(fake_cuda_log_count("goes native while a background thread grows the pool"), 0);
     us_grower_wait_idle();
     host_allocs(&here, &elsewhere, &largest);
-    assert_int_equal(here, 1);
-    assert_int_equal(elsewhere, 7);
+    assert_int_equal(here, 2); /* since the test began */
+    assert_int_equal(largest, US_STAGING_INLINE_MAX);
+    assert_int_equal(elsewhere, 7); /* four of 8 MiB: the small one is not one of its slots */
+    us_staging_release(s, 1, NULL);
     assert_int_equal(ask(4, 64 * MiB, 0, true, s, &growing), 4);
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(s[i]->bytes, 8 * MiB);
 }
 
 /* Small growth stays inside the call, and asks the grower for nothing. */
@@ -462,6 +496,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_staging_growth_follows_the_copy, setup, fake_cuda_teardown),
+        cmocka_unit_test_setup_teardown(test_staging_pieces_policy, setup, fake_cuda_teardown),
         cmocka_unit_test_setup_teardown(test_staging_grow_bytes, setup, fake_cuda_teardown),
         cmocka_unit_test_setup_teardown(test_staging_claim_stops_when_the_copy_fits, setup, fake_cuda_teardown),
         cmocka_unit_test_setup_teardown(test_staging_bounded_by_pinned_max, setup, fake_cuda_teardown),
