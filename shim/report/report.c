@@ -297,7 +297,7 @@ char *us_report_text(const struct us_report *r, unsigned top)
             if (row->other)
                 snprintf(where, sizeof where, "(other sites: the table of call sites is full)");
             else
-                us_callsite_line(&row->site, 3, where, sizeof where);
+                us_callsite_line_source(&row->site, 3, where, sizeof where);
             buf_printf(&b, "%s        at %s\n", pre, where);
         }
         if (shown < r->row_count)
@@ -341,7 +341,7 @@ static void json_site(struct buf *b, const struct us_report_row *row)
     for (int i = 0; !row->other && i < site->depth; i++) {
         struct us_frame fr;
         char text[512];
-        us_callsite_symbolize(site->frames[i], &fr);
+        us_callsite_symbolize_source(site->frames[i], &fr);
         buf_printf(b, "%s", i ? ", " : "");
         buf_json_string(b, us_callsite_frame_text(&fr, text, sizeof text));
     }
@@ -356,6 +356,20 @@ static void json_site(struct buf *b, const struct us_report_row *row)
             snprintf(text, sizeof text, "0x%lx", (unsigned long)fr.offset);
         buf_printf(b, "%s", i ? ", " : "");
         buf_json_string(b, text);
+    }
+    /* the source of each native frame where its object has debug information */
+    buf_printf(b, "], \"native_src\": [");
+    for (int i = 0; !row->other && i < site->depth; i++) {
+        struct us_frame fr;
+        us_callsite_symbolize_source(site->frames[i], &fr);
+        buf_printf(b, "%s", i ? ", " : "");
+        if (fr.line > 0) {
+            buf_printf(b, "{\"file\": ");
+            buf_json_string(b, fr.file);
+            buf_printf(b, ", \"line\": %u}", fr.line);
+        } else {
+            buf_printf(b, "null");
+        }
     }
     buf_printf(b, "]}");
 }

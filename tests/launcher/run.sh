@@ -40,5 +40,55 @@ case "$out" in
     *) fail scenario_runs_under_launcher "$(printf '%s' "$out" | tail -2)" ;;
 esac
 
+# --- native frames with file:line where the program has debug information ----
+cc_prog() { # out, sources and flags...
+    out=$1; shift
+    ${CC:-gcc} -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror $SAN_CFLAGS -I"$cuda/include" -o "$out" "$@" || exit 1
+}
+call_line=$(grep -n 'THE CALL' "$here/prog_srcline.c" | cut -d: -f1)
+cc_prog "$work/prog_srcline" -O1 -g "$here/prog_srcline.c" -L"$fake" -lcudart -Wl,-rpath,"$fake"
+mkdir -p "$work/stripped"
+cc_prog "$work/stripped/prog_srcline" -O1 -g0 -s "$here/prog_srcline.c" -L"$fake" -lcudart -Wl,-rpath,"$fake"
+# the innermost frame of the first finding (pageable_h2d): its text and its source
+innermost() { # report.json -> "native text|file:line" of the first finding's first frame
+    json_field "$1" '(lambda f: f["site"]["native"][0] + "|" + ("%s:%d" % (f["site"]["native_src"][0]["file"], f["site"]["native_src"][0]["line"]) if f["site"].get("native_src", [None])[0] else "none"))(r["findings"][0])'
+}
+UNSTALL_REPORT="$work/debug.json" LD_PRELOAD="$preload" "$work/prog_srcline" >"$work/debug.out" 2>&1
+got=$(innermost "$work/debug.json")
+case "$got" in
+    "prog_srcline!main+0x"*" (prog_srcline.c:$call_line)|"*"/tests/launcher/prog_srcline.c:$call_line")
+        if grep -q "at prog_srcline!main+0x[0-9a-f]* (prog_srcline.c:$call_line)" "$work/debug.out"; then
+            pass frame_names_file_and_line
+        else fail frame_names_file_and_line "the text report lacks it: $(grep ' at ' "$work/debug.out" | head -2)"; fi ;;
+    *) fail frame_names_file_and_line "line $call_line expected: $got" ;;
+esac
+UNSTALL_REPORT="$work/stripped.json" LD_PRELOAD="$preload" "$work/stripped/prog_srcline" >"$work/stripped.out" 2>&1
+got=$(innermost "$work/stripped.json")
+if printf '%s' "$got" | grep -Eq '^prog_srcline\+0x[0-9a-f]+\|none$'; then pass frame_without_debug_info_as_before
+else fail frame_without_debug_info_as_before "$got"; fi
+
+# ... and a frame without local debug information asks no debuginfod server
+# (DEBUGINFOD_URLS, set by Ubuntu's login shells): no download at exit
+python3 - "$work/debuginfod" <<'PY' &
+import socket, sys, time
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(8); s.settimeout(0.2)
+open(sys.argv[1] + ".port", "w").write(str(s.getsockname()[1]))
+asked, end = 0, time.time() + 20
+while time.time() < end and not __import__("os").path.exists(sys.argv[1] + ".stop"):
+    try:
+        c, _ = s.accept(); asked += 1; c.close()
+    except OSError:
+        pass
+open(sys.argv[1] + ".asked", "w").write(str(asked))
+PY
+server=$!
+for i in 1 2 3 4 5 6 7 8 9 10; do [ -f "$work/debuginfod.port" ] && break; sleep 0.2; done
+DEBUGINFOD_URLS="http://127.0.0.1:$(cat "$work/debuginfod.port" 2>/dev/null)" DEBUGINFOD_TIMEOUT=2 \
+    UNSTALL_REPORT="$work/nodownload.json" LD_PRELOAD="$preload" "$work/stripped/prog_srcline" >/dev/null 2>&1
+touch "$work/debuginfod.stop"; wait $server
+asked=$(cat "$work/debuginfod.asked" 2>/dev/null)
+if [ "$asked" = 0 ]; then pass no_debuginfod_download_at_exit
+else fail no_debuginfod_download_at_exit "the debuginfod server was asked ${asked:-?} times"; fi
+
 echo "launcher: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
