@@ -5,8 +5,11 @@
 # has debug information; a process that never used CUDA told apart from one
 # whose runtime the shim cannot see; make install into a temporary prefix.
 # Prints "PASS name" / "FAIL name: why" and "launcher: N passed, M failed".
-# Usage: tests/launcher/run.sh BUILD_DIR
+# Usage: tests/launcher/run.sh BUILD_DIR [fake|gpu]
+# gpu (make gpu-test): the report's frames and the no-call cases over the real
+# runtime and driver, with the shared and the static runtime.
 build=$(cd "${1:-build}" && pwd) || exit 1
+target=${2:-fake}
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 cuda=${CUDA_HOME:-/usr/local/cuda}
@@ -22,6 +25,38 @@ pass() { echo "PASS $1"; passed=$((passed + 1)); }
 fail() { echo "FAIL $1: $2"; failed=$((failed + 1)); }
 # one field of a JSON file, by a Python expression over r
 json_field() { python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2" 2>&1; }
+
+cc_prog() { # out, sources and flags...
+    out=$1; shift
+    ${CC:-gcc} -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror $SAN_CFLAGS -I"$cuda/include" -o "$out" "$@" || exit 1
+}
+
+if [ "$target" = gpu ]; then
+    call_line=$(grep -n 'THE CALL' "$here/prog_srcline.c" | cut -d: -f1)
+    cc_prog "$work/prog_srcline" -O1 -g "$here/prog_srcline.c" -L"$cuda/lib64" -lcudart -Wl,-rpath,"$cuda/lib64"
+    cc_prog "$work/prog_srcline_static" -O1 -g "$here/prog_srcline.c" -L"$cuda/lib64" -L"$cuda/lib64/stubs" \
+        -lcudart_static -lcuda -ldl -lrt -pthread
+    cc_prog "$work/prog_idle" "$here/prog_idle.c" -ldl
+    UNSTALL_REPORT="$work/gpu_shared.json" LD_PRELOAD="$preload" "$work/prog_srcline" >"$work/gpu_shared.out" 2>&1
+    got=$(json_field "$work/gpu_shared.json" 'r["findings"][0]["site"]["native"][0]')
+    case "$got" in
+        "prog_srcline!main+0x"*" (prog_srcline.c:$call_line)") pass gpu_frame_names_file_and_line ;;
+        *) fail gpu_frame_names_file_and_line "line $call_line expected: $got" ;;
+    esac
+    UNSTALL_REPORT="$work/gpu_static.json" LD_PRELOAD="$preload" "$work/prog_srcline_static" >"$work/gpu_static.out" 2>&1
+    got=$(json_field "$work/gpu_static.json" 'r["cuda"]')
+    said=$(grep -o 'unstall saw no CUDA runtime call[^:;]*' "$work/gpu_static.out")
+    if [ "$got" = driver_without_runtime ]; then pass "gpu_static_runtime_is_told_static ($said)"
+    else fail gpu_static_runtime_is_told_static "cuda: $got; $said"; fi
+    UNSTALL_REPORT="$work/gpu_idle.json" LD_PRELOAD="$preload" \
+        "$work/prog_idle" "$cuda/lib64/libcudart.so" libcuda.so.1 >"$work/gpu_idle.out" 2>&1
+    got=$(json_field "$work/gpu_idle.json" 'r["cuda"]')
+    if [ "$got" = runtime_not_called ]; then pass gpu_idle_runtime_is_not_told_static
+    else fail gpu_idle_runtime_is_not_told_static "cuda: $got; $(cat "$work/gpu_idle.out")"; fi
+    echo "launcher: $passed passed, $failed failed"
+    [ "$failed" -eq 0 ]
+    exit
+fi
 
 export SCN_QUICK=1 FAKECUDA_TIME_SCALE=1
 
@@ -41,10 +76,6 @@ case "$out" in
 esac
 
 # --- native frames with file:line where the program has debug information ----
-cc_prog() { # out, sources and flags...
-    out=$1; shift
-    ${CC:-gcc} -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror $SAN_CFLAGS -I"$cuda/include" -o "$out" "$@" || exit 1
-}
 call_line=$(grep -n 'THE CALL' "$here/prog_srcline.c" | cut -d: -f1)
 cc_prog "$work/prog_srcline" -O1 -g "$here/prog_srcline.c" -L"$fake" -lcudart -Wl,-rpath,"$fake"
 mkdir -p "$work/stripped"
@@ -89,6 +120,26 @@ touch "$work/debuginfod.stop"; wait $server
 asked=$(cat "$work/debuginfod.asked" 2>/dev/null)
 if [ "$asked" = 0 ]; then pass no_debuginfod_download_at_exit
 else fail no_debuginfod_download_at_exit "the debuginfod server was asked ${asked:-?} times"; fi
+
+# --- a process that made no CUDA call, told apart from one unstall cannot see -
+cc_prog "$work/prog_idle" "$here/prog_idle.c" -ldl
+# the runtime and the driver loaded, nothing called (torchrun after import torch)
+UNSTALL_REPORT="$work/idle_runtime.json" LD_PRELOAD="$preload" \
+    "$work/prog_idle" "$fake/libcudart.so.13" "$fake/libcuda.so.1" >"$work/idle_runtime.out" 2>&1
+got=$(json_field "$work/idle_runtime.json" 'r.get("cuda")')
+if [ "$got" = runtime_not_called ] && grep -q "loaded the CUDA runtime (libcudart.so.13) but called none of it" \
+    "$work/idle_runtime.out" && ! grep -q "statically" "$work/idle_runtime.out"; then
+    pass idle_runtime_is_not_told_static
+else fail idle_runtime_is_not_told_static "cuda: $got; $(grep unstall "$work/idle_runtime.out" | sed -n 2p)"; fi
+# the driver alone: a static runtime or the driver API, or nothing; unstall
+# cannot tell which without the NVIDIA device files
+UNSTALL_REPORT="$work/idle_driver.json" LD_PRELOAD="$preload" \
+    "$work/prog_idle" "$fake/libcuda.so.1" >"$work/idle_driver.out" 2>&1
+got=$(json_field "$work/idle_driver.json" 'r.get("cuda")')
+if [ "$got" = driver_without_runtime ] && grep -q "libcuda.so.1 is loaded but no libcudart" "$work/idle_driver.out" &&
+    grep -q "statically" "$work/idle_driver.out"; then
+    pass driver_without_runtime_is_told_static
+else fail driver_without_runtime_is_told_static "cuda: $got; $(grep unstall "$work/idle_driver.out" | sed -n 2p)"; fi
 
 echo "launcher: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
