@@ -239,5 +239,17 @@ compat: shim
 bench: shim $(SCN_GPU_BIN)
 	@sh tools/bench/run.sh $(BUILD)
 
+# make install PREFIX=/usr/local (DESTDIR= to stage): library, launcher, report
+# and compare tools, p2pcheck (with its probe where the CUDA runtime library is
+# there to build it), config profiles (tools/install.sh)
+PREFIX ?= /usr/local
+INSTALL_PROBE := $(if $(wildcard $(CUDA_HOME)/lib64/libcudart.so),$(P2P_PROBE))
+.PHONY: install uninstall
+install: shim $(INSTALL_PROBE)
+	@sh tools/install.sh install $(BUILD) "$(PREFIX)" "$(DESTDIR)"
+
+uninstall:
+	@sh tools/install.sh uninstall $(BUILD) "$(PREFIX)" "$(DESTDIR)"
+
 clean:
 	rm -rf $(BUILD)

@@ -74,6 +74,14 @@ case "$out" in
     *"RESULT case=B test=held_small"*" ok=1"*"unstall report"*) pass scenario_runs_under_launcher ;;
     *) fail scenario_runs_under_launcher "$(printf '%s' "$out" | tail -2)" ;;
 esac
+# a library path LD_PRELOAD cannot hold (space, colon) is refused, not
+# silently left out of the program
+mkdir -p "$work/a b" && cp "$shim" "$work/a b/libunstall.so"
+out=$("$root/tools/unstall" --lib "$work/a b/libunstall.so" true 2>&1); rc=$?
+case "$rc:$out" in
+    "2:"*"LD_PRELOAD splits paths at spaces and colons"*) pass launcher_refuses_unpreloadable_path ;;
+    *) fail launcher_refuses_unpreloadable_path "exit $rc: $out" ;;
+esac
 
 # --- native frames with file:line where the program has debug information ----
 call_line=$(grep -n 'THE CALL' "$here/prog_srcline.c" | cut -d: -f1)
@@ -140,6 +148,61 @@ if [ "$got" = driver_without_runtime ] && grep -q "libcuda.so.1 is loaded but no
     grep -q "statically" "$work/idle_driver.out"; then
     pass driver_without_runtime_is_told_static
 else fail driver_without_runtime_is_told_static "cuda: $got; $(grep unstall "$work/idle_driver.out" | sed -n 2p)"; fi
+
+
+# --- make install into a temporary prefix, the installed launcher at work -----
+# (not under a sanitizer: the installed library is the build's, and the
+# sanitizer's runtime would have to be preloaded into make and python too)
+if [ -n "${TEST_SANITIZER:-}" ]; then
+    echo "launcher: make install left to the plain run (TEST_SANITIZER=$TEST_SANITIZER)"
+else
+    # a prefix LD_PRELOAD could not name is refused
+    if make --no-print-directory -s -C "$root" install BUILD="$build" PREFIX="$work/a b" >"$work/install.out" 2>&1 ||
+        [ -e "$work/a b" ]; then fail install_refuses_unpreloadable_prefix "$(tail -2 "$work/install.out")"
+    else pass install_refuses_unpreloadable_prefix; fi
+    prefix="$work/prefix"
+    if make --no-print-directory -s -C "$root" install BUILD="$build" PREFIX="$prefix" >"$work/install.out" 2>&1; then
+        missing=""
+        for f in bin/unstall bin/unstall-report bin/unstall-compare bin/p2pcheck lib/libunstall.so \
+            share/unstall/config/strict.conf share/unstall/config/pytorch.conf share/unstall/config/unstall.conf; do
+            [ -f "$prefix/$f" ] || missing="$missing $f"
+        done
+        if [ -z "$missing" ]; then pass install_puts_every_file; else fail install_puts_every_file "missing:$missing"; fi
+    else
+        fail install_puts_every_file "make install failed: $(tail -3 "$work/install.out")"
+    fi
+    # the installed launcher names the installed library and a version, from
+    # anywhere (no checkout around it)
+    out=$(cd / && "$prefix/bin/unstall" --version 2>&1)
+    case "$out" in
+        *"version unknown"*) fail installed_launcher_finds_its_library "$out" ;;
+        "unstall "*"library: $prefix/lib/libunstall.so") pass installed_launcher_finds_its_library ;;
+        *) fail installed_launcher_finds_its_library "$out" ;;
+    esac
+    # ... runs a simulated-runtime program with a profile and a JSON report,
+    # which the installed report tool renders
+    out=$(cd / && env -u LD_LIBRARY_PATH "$prefix/bin/unstall" --profile pytorch --report "$work/installed.json" \
+        "$build/scenarios/case_b_pageable_h2d" held_small 2>&1)
+    rendered=$("$prefix/bin/unstall-report" "$work/installed.json" 2>&1)
+    case "$out|$rendered" in
+        *"RESULT case=B test=held_small"*" ok=1"*"unstall report"*"|"*"unstall report: 1 process"*) pass installed_launcher_runs ;;
+        *) fail installed_launcher_runs "$(printf '%s' "$out|$rendered" | tail -3)" ;;
+    esac
+    out=$(cd / && env -u LD_LIBRARY_PATH "$prefix/bin/unstall" --compare -- "$build/scenarios/case_b_pageable_h2d" held_small 2>&1)
+    case "$out" in
+        *"what unstall saw and changed"*pageable_h2d*) pass installed_compare_runs ;;
+        *) fail installed_compare_runs "$(printf '%s' "$out" | tail -3)" ;;
+    esac
+    out=$("$prefix/bin/p2pcheck" --json 2>&1)
+    case "$out" in
+        *"make p2pcheck"*) [ -x "$prefix/libexec/unstall/p2pcheck-probe" ] &&
+            fail installed_p2pcheck_finds_its_probe "$out" || pass "installed_p2pcheck_finds_its_probe (no probe built here)" ;;
+        *) pass installed_p2pcheck_finds_its_probe ;;
+    esac
+    make --no-print-directory -s -C "$root" uninstall BUILD="$build" PREFIX="$prefix" >"$work/uninstall.out" 2>&1
+    left=$(find "$prefix" -type f 2>/dev/null)
+    if [ -z "$left" ]; then pass uninstall_removes_every_file; else fail uninstall_removes_every_file "left: $left"; fi
+fi
 
 echo "launcher: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
