@@ -157,8 +157,8 @@ if [ -n "${TEST_SANITIZER:-}" ]; then
     echo "launcher: make install left to the plain run (TEST_SANITIZER=$TEST_SANITIZER)"
 else
     # a prefix LD_PRELOAD could not name is refused
-    if make --no-print-directory -s -C "$root" install BUILD="$build" PREFIX="$work/a b" >"$work/install.out" 2>&1 ||
-        [ -e "$work/a b" ]; then fail install_refuses_unpreloadable_prefix "$(tail -2 "$work/install.out")"
+    if make --no-print-directory -s -C "$root" install BUILD="$build" PREFIX="$work/prefix b" >"$work/install.out" 2>&1 ||
+        [ -e "$work/prefix b" ]; then fail install_refuses_unpreloadable_prefix "$(tail -2 "$work/install.out")"
     else pass install_refuses_unpreloadable_prefix; fi
     prefix="$work/prefix"
     if make --no-print-directory -s -C "$root" install BUILD="$build" PREFIX="$prefix" >"$work/install.out" 2>&1; then
