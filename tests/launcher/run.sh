@@ -68,12 +68,17 @@ case "$out" in
     *"RESULT case=B test=held_small"*" ok=1"*) pass scenario_runs_directly ;;
     *) fail scenario_runs_directly "$(printf '%s' "$out" | tail -2)" ;;
 esac
-out=$(env -u LD_LIBRARY_PATH ${SAN_PRELOAD:+LD_PRELOAD="$SAN_PRELOAD"} "$root/tools/unstall" --lib "$shim" \
-    "$build/scenarios/case_b_pageable_h2d" held_small 2>&1)
-case "$out" in
-    *"RESULT case=B test=held_small"*" ok=1"*"unstall report"*) pass scenario_runs_under_launcher ;;
-    *) fail scenario_runs_under_launcher "$(printf '%s' "$out" | tail -2)" ;;
-esac
+if [ "${TEST_SANITIZER:-}" = tsan ]; then
+    # the launcher is a shell script: TSan's runtime cannot be preloaded into it
+    echo "SKIP scenario_runs_under_launcher: not under TSan"
+else
+    out=$(env -u LD_LIBRARY_PATH ${SAN_PRELOAD:+LD_PRELOAD="$SAN_PRELOAD"} "$root/tools/unstall" --lib "$shim" \
+        "$build/scenarios/case_b_pageable_h2d" held_small 2>&1)
+    case "$out" in
+        *"RESULT case=B test=held_small"*" ok=1"*"unstall report"*) pass scenario_runs_under_launcher ;;
+        *) fail scenario_runs_under_launcher "$(printf '%s' "$out" | tail -2)" ;;
+    esac
+fi
 # a library path LD_PRELOAD cannot hold (space, colon) is refused, not
 # silently left out of the program
 mkdir -p "$work/a b" && cp "$shim" "$work/a b/libunstall.so"
