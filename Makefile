@@ -138,9 +138,11 @@ $(BUILD)/unit/test_%: tests/unit/test_%.c $(CORE_LIB) $(wildcard tests/unit/*.h)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -Itests/unit $< $(wildcard tests/unit/fake_*.c) -o $@ $(CORE_LIB) -lcmocka -ldl -pthread -lm
 
 # --- scenario programs: CI build over the simulated runtime ---------------------
+# RUNPATH to the simulated runtime: run directly or under tools/unstall, they
+# would otherwise find the toolkit's libcudart ("driver version is insufficient")
 $(BUILD)/scenarios/case_%: tests/scenarios/case_%.c $(SCN_DEPS) tests/scenarios/kernels_fake.c $(FAKE_LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -Itests/scenarios $< $(SCN_COMMON) tests/scenarios/kernels_fake.c -o $@ -L$(FAKE_DIR) -lcudart -pthread -lm
+	$(CC) $(CPPFLAGS) $(CFLAGS) -Itests/scenarios $< $(SCN_COMMON) tests/scenarios/kernels_fake.c -o $@ -L$(FAKE_DIR) -lcudart -pthread -lm -Wl,-rpath,'$$ORIGIN/../fakecuda'
 
 # --- scenario programs: GPU build over the real runtime --------------------------
 $(BUILD)/gpu/kernels.o: tests/scenarios/kernels.cu
@@ -193,7 +195,7 @@ p2pcheck: $(P2P_PROBE) shim
 # --- the random-copy stress (tests/stress): simulated runtime and real GPU --------
 $(BUILD)/stress/stress: $(STRESS_DEPS) tests/stress/stress_kernels_fake.c $(FAKE_LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) $(STRESS_SRC) tests/stress/stress_kernels_fake.c -o $@ -L$(FAKE_DIR) -lcudart -pthread -lm
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(STRESS_SRC) tests/stress/stress_kernels_fake.c -o $@ -L$(FAKE_DIR) -lcudart -pthread -lm -Wl,-rpath,'$$ORIGIN/../fakecuda'
 
 $(BUILD)/gpu/stress_kernels.o: tests/stress/stress_kernels.cu tests/stress/stress_kernels.h
 	@mkdir -p $(dir $@)
@@ -236,6 +238,18 @@ compat: shim
 
 bench: shim $(SCN_GPU_BIN)
 	@sh tools/bench/run.sh $(BUILD)
+
+# make install PREFIX=/usr/local (DESTDIR= to stage): library, launcher, report
+# and compare tools, p2pcheck (with its probe where the CUDA runtime library is
+# there to build it), config profiles (tools/install.sh)
+PREFIX ?= /usr/local
+INSTALL_PROBE := $(if $(wildcard $(CUDA_HOME)/lib64/libcudart.so),$(P2P_PROBE))
+.PHONY: install uninstall
+install: shim $(INSTALL_PROBE)
+	@sh tools/install.sh install $(BUILD) "$(PREFIX)" "$(DESTDIR)"
+
+uninstall:
+	@sh tools/install.sh uninstall $(BUILD) "$(PREFIX)" "$(DESTDIR)"
 
 clean:
 	rm -rf $(BUILD)

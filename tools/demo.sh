@@ -1,7 +1,9 @@
 #!/bin/sh
 # make demo: build, run the bundled scenarios (cases A-E) natively and under
-# the shim, print both side by side and what the shim reported. On the GPU
-# when there is one (nvidia-smi and nvcc), else on the simulated runtime.
+# the shim, print both side by side and what the shim reported, and end with
+# one table at a glance (case, native, unstall, what it shows: the table code
+# of make bench, tools/bench/table.py). On the GPU when there is one
+# (nvidia-smi and nvcc), else on the simulated runtime.
 # Usage: tools/demo.sh BUILD_DIR
 build=${1:-build}
 cuda=${CUDA_HOME:-/usr/local/cuda}
@@ -20,38 +22,19 @@ else
     export SCN_QUICK=1
 fi
 out=$build/demo
-mkdir -p "$out"
+rm -rf "$out"
+mkdir -p "$out/native" "$out/shim"
+# runs named as tests/gpu/runner.sh names them (case_a ... case_clean), in the
+# layout tools/bench/table.py reads: <mode>/<run>.{out,err,rc}
 for bin in $bins; do
-    name=$(basename "$bin")
-    LD_LIBRARY_PATH="$libpath" "$bin" >"$out/$name.native" 2>&1
+    run=$(basename "$bin" | sed 's/^\(case_[a-z]\)_.*/\1/')
+    LD_LIBRARY_PATH="$libpath" "$bin" >"$out/native/$run.out" 2>"$out/native/$run.err"
+    echo $? >"$out/native/$run.rc"
     LD_LIBRARY_PATH="$libpath" LD_PRELOAD="$PWD/$build/libunstall.so" UNSTALL_MODE=report \
-        UNSTALL_REPORT_TOP=5 "$bin" >"$out/$name.shim" 2>&1
+        UNSTALL_REPORT_TOP=5 "$bin" >"$out/shim/$run.out" 2>"$out/shim/$run.err"
+    echo $? >"$out/shim/$run.rc"
 done
-python3 - "$out" <<'PY'
-import glob, os, re, sys
-out = sys.argv[1]
-def results(path):
-    rows = {}
-    for line in open(path, errors="replace"):
-        if line.startswith("RESULT "):
-            kv = dict(re.findall(r"(\S+?)=(\S+)", line))
-            rows[(kv.get("case", "?"), kv.get("test", "?"))] = kv
-    return rows
-for native_path in sorted(glob.glob(os.path.join(out, "*.native"))):
-    name = os.path.basename(native_path)[:-len(".native")]
-    native, shim = results(native_path), results(native_path[:-len(".native")] + ".shim")
-    print(f"\n== {name}")
-    for key in sorted(set(native) | set(shim)):
-        n, s = native.get(key, {}), shim.get(key, {})
-        fields = [k for k in list(n) + [k for k in s if k not in n] if k not in ("case", "test")]
-        print(f"  case {key[0]} {key[1]}")
-        for k in fields:
-            print(f"    {k:<22} native {n.get(k, '-'):>12}   unstall {s.get(k, '-'):>12}")
-    report = [l for l in open(native_path[:-len(".native")] + ".shim", errors="replace") if l.startswith("unstall")]
-    if report:
-        print("  what unstall saw:")
-        for line in report[:25]:
-            print("   ", line.rstrip())
-PY
+# every RESULT key side by side, what unstall reported, then one table
+python3 tools/bench/table.py --demo "$out/native" "$out/shim"
 echo
 echo "demo: outputs in $out/ ($where)"

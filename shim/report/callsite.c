@@ -2,6 +2,7 @@
 #include "callsite.h"
 #include "config.h"
 #include "log.h"
+#include "srcline.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -705,6 +706,35 @@ void us_callsite_symbolize(const void *pc, struct us_frame *out)
     pthread_mutex_unlock(&sym_lock);
 }
 
+void us_callsite_symbolize_source(const void *pc, struct us_frame *out)
+{
+    us_callsite_symbolize(pc, out);
+    if (out->source_looked)
+        return;
+    out->source_looked = true;
+    struct us_srcline src;
+    /* pc is a return address: the call is just before it */
+    if (pc != NULL && out->module[0] != '\0' && us_srcline_lookup((uintptr_t)pc - 1, &src)) {
+        if (src.line > 0) {
+            snprintf(out->file, sizeof out->file, "%s", src.file);
+            out->line = src.line;
+        }
+        if (out->function[0] == '\0' && src.symbol[0] != '\0') {
+            /* a function the dynamic symbol table lacks (static, or the main
+             * program's without -rdynamic) */
+            snprintf(out->symbol, sizeof out->symbol, "%s", src.symbol);
+            name_function(src.symbol, out->function, sizeof out->function);
+            out->offset = src.symbol_offset + 1;
+        }
+    }
+    struct sym_entry *e;
+    pthread_mutex_lock(&sym_lock);
+    HASH_FIND_PTR(sym_cache, &pc, e);
+    if (e != NULL)
+        e->frame = *out;
+    pthread_mutex_unlock(&sym_lock);
+}
+
 char *us_callsite_frame_text(const struct us_frame *fr, char *out, size_t size)
 {
     if (fr->module[0] == '\0')
@@ -713,6 +743,12 @@ char *us_callsite_frame_text(const struct us_frame *fr, char *out, size_t size)
         snprintf(out, size, "%s+0x%lx", fr->module, (unsigned long)fr->offset);
     else
         snprintf(out, size, "%s!%s+0x%lx", fr->module, fr->function, (unsigned long)fr->offset);
+    if (fr->line > 0) {
+        const char *base = strrchr(fr->file, '/');
+        size_t len = strlen(out);
+        if (len < size)
+            snprintf(out + len, size - len, " (%s:%u)", base != NULL ? base + 1 : fr->file, fr->line);
+    }
     return out;
 }
 
@@ -748,7 +784,19 @@ char *us_callsite_python_text(const struct us_site *site, int i, char *out, size
     return out;
 }
 
+static char *site_line(const struct us_site *site, int native_max, bool source, char *out, size_t size);
+
 char *us_callsite_line(const struct us_site *site, int native_max, char *out, size_t size)
+{
+    return site_line(site, native_max, false, out, size);
+}
+
+char *us_callsite_line_source(const struct us_site *site, int native_max, char *out, size_t size)
+{
+    return site_line(site, native_max, true, out, size);
+}
+
+static char *site_line(const struct us_site *site, int native_max, bool source, char *out, size_t size)
 {
     size_t len = 0;
     out[0] = '\0';
@@ -764,7 +812,10 @@ char *us_callsite_line(const struct us_site *site, int native_max, char *out, si
     for (int i = 0; i < site->depth && i < native_max; i++, shown++) {
         struct us_frame fr;
         char text[512];
-        us_callsite_symbolize(site->frames[i], &fr);
+        if (source)
+            us_callsite_symbolize_source(site->frames[i], &fr);
+        else
+            us_callsite_symbolize(site->frames[i], &fr);
         us_callsite_frame_text(&fr, text, sizeof text);
         int n = snprintf(out + len, size - len, "%s%s", shown ? " <- " : "", text);
         if (n < 0 || (size_t)n >= size - len)

@@ -68,6 +68,9 @@ struct us_frame {
     char symbol[160];     /* the raw (mangled) symbol, "" when none */
     uintptr_t offset;     /* from the function's start, or from the module's base */
     uintptr_t module_offset; /* from the module's base (for addr2line) */
+    char file[256];       /* source file from the debug information, "" if none */
+    unsigned line;        /* its line; 0 when unknown or not looked up */
+    bool source_looked;   /* file and line were looked up (symbolize_source) */
 };
 
 /* Name a return address (looked up at pc - 1, so that a call at the end of a
@@ -75,8 +78,17 @@ struct us_frame {
  * module and function empty. Cached per address: cheap when repeated. */
 void us_callsite_symbolize(const void *pc, struct us_frame *out);
 
+/* us_callsite_symbolize, and where the object has debug information the
+ * source file and line of the call, and the function from the full symbol
+ * table when the dynamic one lacks it (srcline.h: libdw, loaded at run
+ * time). Reads debug information: for the report at exit, never on a CUDA
+ * call. Cached with the frame. */
+void us_callsite_symbolize_source(const void *pc, struct us_frame *out);
+
 /* "module!function+0x1a2", "module+0x1234" (no symbol) or "0x7f..." (no
- * module), into out (always terminated). Returns out. */
+ * module), then " (file.c:42)" when the source line is known (the file's
+ * last component; the JSON report has the path), into out (always
+ * terminated). Returns out. */
 char *us_callsite_frame_text(const struct us_frame *fr, char *out, size_t size);
 
 /* "module!function" for allow-list patterns; "module" without a symbol. */
@@ -89,6 +101,10 @@ char *us_callsite_python_text(const struct us_site *site, int i, char *out, size
 /* The site on one line, Python frames first, then up to native_max native
  * frames, joined with " <- ". "(unknown site)" when it has no frame. */
 char *us_callsite_line(const struct us_site *site, int native_max, char *out, size_t size);
+
+/* The same with the native frames' source lines (us_callsite_symbolize_source):
+ * for the report. */
+char *us_callsite_line_source(const struct us_site *site, int native_max, char *out, size_t size);
 
 /* Whether Python's C API was found in the process. Looked up once, at the
  * first capture; us_callsite_python_rescan looks again (tests, which load

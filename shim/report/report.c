@@ -254,8 +254,27 @@ char *us_report_text(const struct us_report *r, unsigned top)
                r->mode != NULL ? r->mode : "?", us_report_time(ran, held, sizeof held));
 
     if (!r->hooked) {
-        buf_printf(&b, "%sunstall saw no CUDA runtime call: if the program links the CUDA runtime statically "
-                       "(nvcc's default), a runtime-layer preload cannot see it; build with -cudart shared\n", pre);
+        switch (r->cuda.use) {
+        case US_CUDA_USE_RUNTIME_IDLE:
+            /* torchrun's own process after `import torch`: nothing to fix */
+            buf_printf(&b, "%sunstall saw no CUDA runtime call: the process loaded the CUDA runtime (%s) but called "
+                           "none of it (a launcher such as torchrun, or a process that did not use the GPU); "
+                           "nothing to report\n", pre, r->cuda.runtime);
+            break;
+        case US_CUDA_USE_DRIVER_ONLY:
+            buf_printf(&b, "%sunstall saw no CUDA runtime call, but the process used the CUDA driver without "
+                           "libcudart: the program links the CUDA runtime statically (nvcc's default) or calls the "
+                           "driver API, which a runtime-layer preload cannot see; build with -cudart shared\n", pre);
+            break;
+        case US_CUDA_USE_DRIVER_LOADED:
+            buf_printf(&b, "%sunstall saw no CUDA runtime call; libcuda.so.1 is loaded but no libcudart: if the "
+                           "program used CUDA, it links the CUDA runtime statically (nvcc's default) or calls the "
+                           "driver API, which a runtime-layer preload cannot see; build with -cudart shared\n", pre);
+            break;
+        default:
+            buf_printf(&b, "%sunstall saw no CUDA runtime call: if the program links the CUDA runtime statically "
+                           "(nvcc's default), a runtime-layer preload cannot see it; build with -cudart shared\n", pre);
+        }
     } else if (r->row_count == 0) {
         buf_printf(&b, "%sno implicit synchronization seen\n", pre);
     } else {
@@ -297,7 +316,7 @@ char *us_report_text(const struct us_report *r, unsigned top)
             if (row->other)
                 snprintf(where, sizeof where, "(other sites: the table of call sites is full)");
             else
-                us_callsite_line(&row->site, 3, where, sizeof where);
+                us_callsite_line_source(&row->site, 3, where, sizeof where);
             buf_printf(&b, "%s        at %s\n", pre, where);
         }
         if (shown < r->row_count)
@@ -341,7 +360,7 @@ static void json_site(struct buf *b, const struct us_report_row *row)
     for (int i = 0; !row->other && i < site->depth; i++) {
         struct us_frame fr;
         char text[512];
-        us_callsite_symbolize(site->frames[i], &fr);
+        us_callsite_symbolize_source(site->frames[i], &fr);
         buf_printf(b, "%s", i ? ", " : "");
         buf_json_string(b, us_callsite_frame_text(&fr, text, sizeof text));
     }
@@ -356,6 +375,20 @@ static void json_site(struct buf *b, const struct us_report_row *row)
             snprintf(text, sizeof text, "0x%lx", (unsigned long)fr.offset);
         buf_printf(b, "%s", i ? ", " : "");
         buf_json_string(b, text);
+    }
+    /* the source of each native frame where its object has debug information */
+    buf_printf(b, "], \"native_src\": [");
+    for (int i = 0; !row->other && i < site->depth; i++) {
+        struct us_frame fr;
+        us_callsite_symbolize_source(site->frames[i], &fr);
+        buf_printf(b, "%s", i ? ", " : "");
+        if (fr.line > 0) {
+            buf_printf(b, "{\"file\": ");
+            buf_json_string(b, fr.file);
+            buf_printf(b, ", \"line\": %u}", fr.line);
+        } else {
+            buf_printf(b, "null");
+        }
     }
     buf_printf(b, "]}");
 }
@@ -387,7 +420,8 @@ char *us_report_json(const struct us_report *r)
     buf_json_string(&b, r->cmdline);
     buf_printf(&b, ",\n  \"mode\": ");
     buf_json_string(&b, r->mode != NULL ? r->mode : "?");
-    buf_printf(&b, ",\n  \"hooked\": %s,\n  \"started\": \"%s\",\n", r->hooked ? "true" : "false", started);
+    buf_printf(&b, ",\n  \"hooked\": %s,\n  \"cuda\": \"%s\",\n  \"started\": \"%s\",\n", r->hooked ? "true" : "false",
+               us_cuda_use_name(r->hooked ? US_CUDA_USE_RUNTIME : r->cuda.use), started);
     buf_printf(&b, "  \"clock\": {\"monotonic_ns\": %llu, \"realtime_ns\": %llu},\n",
                (unsigned long long)r->origin_mono_ns, (unsigned long long)r->origin_real_ns);
     buf_printf(&b, "  \"ended_ns\": %llu,\n", (unsigned long long)r->now_mono_ns);

@@ -13,6 +13,7 @@
 
 #include "callsite.h"
 #include "copy.h"
+#include "cuda_use.h"
 #include "rules.h"
 
 #define US_REPORT_VERSION 1
@@ -62,6 +63,7 @@ struct us_report {
     char host[64];        /* us_config_host() */
     const char *mode;     /* "report", "warn", "strict" */
     bool hooked;          /* any CUDA runtime call reached the shim */
+    struct us_cuda_use_info cuda; /* how CUDA was used, when not hooked */
     uint64_t origin_mono_ns, origin_real_ns; /* one instant on both clocks */
     uint64_t now_mono_ns; /* when the report was taken */
     struct us_report_row *rows; /* sorted: most time held first */

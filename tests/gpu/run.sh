@@ -91,6 +91,11 @@ sh "$root/tests/driver/run.sh" "$build" gpu >"$out/driver.txt" 2>&1
 driver_rc=$?
 grep -v '^PASS' "$out/driver.txt"
 
+echo "gpu-test: the report's file:line frames and the no-call cases, shared and static runtime (tests/launcher)"
+sh "$root/tests/launcher/run.sh" "$build" gpu >"$out/launcher.txt" 2>&1
+launcher_rc=$?
+grep -v '^PASS' "$out/launcher.txt"
+
 echo "gpu-test: random-copy stress (tests/stress/gpu.sh)"
 sh "$root/tests/stress/gpu.sh" "$build" "$out"
 stress_rc=$?
@@ -103,6 +108,7 @@ rc=$?
 [ "$reset_rc" -eq 0 ] || rc=1
 [ "$stress_rc" -eq 0 ] || rc=1
 [ "$driver_rc" -eq 0 ] || rc=1
+[ "$launcher_rc" -eq 0 ] || rc=1
 echo
 python3 "$root/tools/bench/table.py" --all "$out/native" "$out/shim" 2>/dev/null || true
 echo "gpu-test: outputs in $out"

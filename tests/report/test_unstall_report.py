@@ -129,6 +129,17 @@ class TextTest(unittest.TestCase):
         self.assertIn("-cudart shared", text)
         self.assertIn("no implicit synchronization seen", text)
 
+    def test_process_that_loaded_the_runtime_but_called_nothing(self):
+        # torchrun's own process after import torch: not told it may link statically
+        r = fixture("nocuda.json")
+        r["cuda"] = "runtime_not_called"
+        text = ur.render_text([r])
+        self.assertIn("rank 2 (pid 2000): unstall saw no CUDA runtime call: the process loaded the CUDA runtime but "
+                      "called none of it", text)
+        self.assertNotIn("statically", text)
+        r["cuda"] = "driver_without_runtime"
+        self.assertIn("libcuda.so.1 is loaded but no libcudart", ur.render_text([r]))
+
     def test_unranked_process(self):
         r = fixture("rank0.json")
         r["rank"] = None

@@ -194,9 +194,9 @@ static void test_report_json(void **state)
                                  "\"max_ns\": 12300000, \"fixed\": 100, \"observed\": 20, \"forbidden\": 0"));
     assert_non_null(strstr(json, "\"other\": false, \"streams\": [\"legacy\"], \"devices\": [0, 2]"));
     assert_non_null(strstr(json, "\"site\": {\"python\": [{\"file\": \"/w/train.py\", \"line\": 42, \"function\": "
-                                 "\"step\"}], \"native\": [\"0x1000\"], \"native_at\": [\"0x1000\"]}"));
+                                 "\"step\"}], \"native\": [\"0x1000\"], \"native_at\": [\"0x1000\"], \"native_src\": [null]}"));
     assert_non_null(strstr(json, "\"other\": true"));
-    assert_non_null(strstr(json, "\"site\": {\"python\": [], \"native\": [], \"native_at\": []}"));
+    assert_non_null(strstr(json, "\"site\": {\"python\": [], \"native\": [], \"native_at\": [], \"native_src\": []}"));
     assert_non_null(strstr(json, "{\"finding\": 0, \"rule\": \"pageable_d2h\", \"start_ns\": 5000, \"held_ns\": 600, "
                                  "\"bytes\": 64, \"tid\": 77, \"stream\": \"0x1\", \"stream_kind\": \"legacy\", "
                                  "\"src_device\": 0, \"dst_device\": -1, \"context\": \"0x0\", \"fixed\": true}"));

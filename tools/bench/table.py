@@ -2,11 +2,14 @@
 """table.py - the performance table of issue 5 from the scenario programs'
 RESULT lines: native and unstall side by side, the target, the ratio and
 whether the target is met. Every figure comes from the RESULT lines; the
-targets are the issue's.
+targets are the issue's. Also make demo's table: one line per case, native,
+unstall and what the case shows.
 
-Usage: tools/bench/table.py [--all] NATIVE_DIR SHIM_DIR
+Usage: tools/bench/table.py [--all | --demo] NATIVE_DIR SHIM_DIR
   NATIVE_DIR, SHIM_DIR: <run>.out files (tests/gpu/runner.sh's OUT/native
   and OUT/shim). --all: also every RESULT key of every test side by side.
+  --demo: every RESULT key, what unstall reported (<run>.err), and ends with
+  the table at a glance (tools/demo.sh).
 """
 import os
 import sys
@@ -32,9 +35,10 @@ class Row:
     get(runs) -> (value or None, label context row); value is a number, or a
     string for yes/no outcomes. better: 'higher', 'lower' or 'text'."""
 
-    def __init__(self, label, get, unit, better, target=None, target_text="-", scale=1.0):
+    def __init__(self, label, get, unit, better, target=None, target_text="-", scale=1.0, shows=""):
         self.label, self.get, self.unit, self.better = label, get, unit, better
         self.target, self.target_text, self.scale = target, target_text, scale
+        self.shows = shows  # make demo's "what it shows"
 
 
 def field(run, case, test, key, agg=None, tests=None):
@@ -110,6 +114,34 @@ def rows():
     ]
 
 
+def demo_rows():
+    """make demo's table: the stall each case shows, one figure each, natively and under unstall."""
+    return [
+        Row(lambda x: f"A: {mib(x)} peer copy behind a {kms(x, 'busy_kernel_ms')} kernel: call held",
+            field("case_a", "A", "peer_async", "call_busy_ms"), "ms", "lower",
+            shows="no peer access: the driver stages through the host, holding the caller"),
+        Row(lambda x: "A: a copy on another stream: done at", field("case_a", "A", "stall", "b_done_ms"), "ms",
+            "lower", shows="the staged copy holds back other streams too (seed 000)"),
+        Row(lambda x: f"B: {mib(x)} pageable H2D behind a {kms(x)} kernel: call held",
+            field("case_b", "B", "held_large", "held_ms"), "ms", "lower",
+            shows="a pageable copy waits for the work queued before it"),
+        Row(lambda x: f"C: launch in another thread during {mib(x)} D2H (max)",
+            field("case_c", "C", "launch_latency", "max_ms"), "us", "lower", scale=1000.0,
+            shows="a pageable D2H makes other threads' launches wait (seed 002)"),
+        Row(lambda x: f"C: seed 004 program ({mib(x)} D2H on stream 0)", outcome("case_c"), "", "text",
+            shows="the same lock deadlocks the seed 004 program"),
+        Row(lambda x: f"D: {x.get('copies', '?') if x else '?'} x {mib(x)} D2D while a {kms(x)} kernel runs",
+            field("case_d", "D", "busy_d2d", "burst_ms"), "ms", "lower",
+            shows="D2D copies wait for a running kernel (seed 001)"),
+        Row(lambda x: f"E: legacy-stream work behind a {kms(x)} kernel: done at",
+            field("case_e", "E", "legacy", "legacy_done_ms"), "ms", "lower",
+            shows="stream 0 waits for blocking streams (the API's promise: kept)"),
+        Row(lambda x: f"clean: {mib(x)} pinned H2D behind a {kms(x)} kernel: call held",
+            field("case_clean", "clean", "pinned_h2d", "held_ms"), "ms", "lower",
+            shows="done right: nothing to fix, nothing changed"),
+    ]
+
+
 def fmt(v, unit, scale):
     if v is None:
         return "-"
@@ -144,6 +176,38 @@ def table(native, shim):
     return "\n".join(lines)
 
 
+def aligned(header, cells, right=()):
+    """A Markdown table whose columns line up in a terminal too; columns in right are right-aligned."""
+    widths = [max(len(str(r[i])) for r in [header] + cells) for i in range(len(header))]
+
+    def line(r):
+        return "| " + " | ".join(str(c).rjust(w) if i in right else str(c).ljust(w)
+                                 for i, (c, w) in enumerate(zip(r, widths))) + " |"
+    rule = "|" + "|".join(("-" * (w + 1) + ":") if i in right else "-" * (w + 2) for i, w in enumerate(widths)) + "|"
+    return "\n".join([line(header), rule] + [line(r) for r in cells])
+
+
+def demo_table(native, shim):
+    """One line per case a newcomer reads at a glance: case, native, unstall, what it shows."""
+    cells = []
+    for row in demo_rows():
+        nv, nrow = row.get(native)
+        sv, srow = row.get(shim)
+        cells.append([row.label(nrow or srow), fmt(nv, row.unit, row.scale), fmt(sv, row.unit, row.scale), row.shows])
+    return aligned(["case", "native", "unstall", "what it shows"], cells, right=(1, 2))
+
+
+def reported(shim, max_lines=25):
+    """What unstall reported at the end of each run under it (the report's lines of <run>.err)."""
+    out = []
+    for name in sorted(shim):
+        lines = [l for l in shim[name].err.splitlines() if l.startswith("unstall")]
+        if lines:
+            out.append(f"\n{name}: what unstall saw")
+            out += ["  " + l for l in lines[:max_lines]]
+    return "\n".join(out)
+
+
 def everything(native, shim):
     out = []
     for name in sorted(set(native) | set(shim)):
@@ -161,7 +225,8 @@ def everything(native, shim):
 
 def main(argv):
     show_all = "--all" in argv
-    args = [a for a in argv if a != "--all"]
+    demo = "--demo" in argv
+    args = [a for a in argv if a not in ("--all", "--demo")]
     if len(args) != 2:
         print(__doc__, file=sys.stderr)
         return 2
@@ -169,6 +234,12 @@ def main(argv):
     if not native and not shim:
         print(f"table: no runs in {args[0]} or {args[1]}", file=sys.stderr)
         return 1
+    if demo:
+        print(everything(native, shim))
+        print(reported(shim))
+        print("\nat a glance (native: the program as it is; unstall: the same binary under tools/unstall):\n")
+        print(demo_table(native, shim))
+        return 0
     print(table(native, shim))
     if show_all:
         print(everything(native, shim))
