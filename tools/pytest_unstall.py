@@ -134,8 +134,8 @@ def describe(new, latest, path=None, phase=None, function=None):
 
 class strict_section:
     """Context manager: raises ImplicitSyncError on leaving if strict mode
-    failed a CUDA call inside (an exception already leaving is kept, with the
-    message added as a note where Python has notes)."""
+    failed a CUDA call inside, chained to the exception that the failed call
+    raised, if any (PyTorch raises one)."""
 
     def __init__(self, path=None):
         self.path = path
@@ -149,12 +149,7 @@ class strict_section:
         new = count - self.before
         if new <= 0:
             return False
-        message = describe(new, latest, self.path)
-        if value is None:
-            raise ImplicitSyncError(message)
-        if hasattr(value, "add_note"):
-            value.add_note(message)
-        return False
+        raise ImplicitSyncError(describe(new, latest, self.path)) from value
 
 
 def _strict_configured():
