@@ -15,7 +15,7 @@ and under the shim; the shim's JSON report shows it was loaded and saw CUDA
 calls; the two torchrun ranks wrote one report each, which tools/unstall-report
 merges. Figures (seed 002's worst launch and D2H GB/s, the DataLoader CNN's
 steps/s natively, under unstall and with pin_memory=True, DDP steps/s) are
-printed, not judged. Outputs: OUT (default BUILD/torch-test).
+printed, not judged. Outputs: --out or TORCH_TEST_OUT (default BUILD/torch-test).
 Exit status: 0 all passed (or skipped), 1 a check failed, 2 usage.
 """
 import argparse
@@ -337,7 +337,7 @@ def probe(python):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--build", default=os.environ.get("BUILD", os.path.join(ROOT, "build")))
-    ap.add_argument("--out", default=None)
+    ap.add_argument("--out", default=os.environ.get("TORCH_TEST_OUT"), help="outputs (default BUILD/torch-test)")
     ap.add_argument("--python", default=os.environ.get("PYTHON", sys.executable))
     ap.add_argument("--only", default="", help="comma-separated cases: " + ",".join(ALL))
     args = ap.parse_args()
