@@ -232,6 +232,13 @@ demo: deps
 gpu-test: shim $(SCN_GPU_BIN) $(CONF_GPU_BIN) $(CAPTURE_GPU_BIN) $(BUILD)/gpu/stress
 	@sh tests/gpu/run.sh $(BUILD)
 
+# PyTorch jobs natively and under the shim, results compared (tests/torch/run.py;
+# needs torch and a GPU, else says SKIP). It uses $(BUILD)/libunstall.so as it
+# is and builds nothing, so that a carried build folder serves (make shim first).
+.PHONY: torch-test
+torch-test:
+	@$${PYTHON:-python3} tests/torch/run.py --build $(BUILD)
+
 # NVIDIA cuda-samples natively and under the shim (GPU; CUDA_SAMPLES=checkout)
 compat: shim
 	@sh tools/compat/run.sh $(BUILD)

@@ -42,6 +42,7 @@ suite layers python3 -m unittest discover -s tests/layers
 [ -d tests/report ] && suite unstall-report python3 -m unittest discover -s tests/report
 [ -d tests/bench ] && suite bench-chart python3 -m unittest discover -s tests/bench
 [ -d tests/p2pcheck ] && suite p2pcheck env BUILD="$build" python3 -m unittest discover -s tests/p2pcheck
+[ -d tests/pytest_plugin ] && suite pytest-plugin env BUILD="$build" python3 -m unittest discover -s tests/pytest_plugin
 [ -x tests/pipelines/run.sh ] && suite pipelines sh tests/pipelines/run.sh "$build"
 [ -x tests/scenarios/run.sh ] && suite scenarios sh tests/scenarios/run.sh "$build"
 [ -x tests/shim/run.sh ] && suite shim sh tests/shim/run.sh "$build"

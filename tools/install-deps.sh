@@ -2,12 +2,16 @@
 # Install what the build needs and the machine lacks: uthash (header only),
 # cmocka (tests), libunwind8 (loaded at run time for fast call-site capture)
 # and libdw1 (loaded at exit for the report's file:line); both optional for
-# the shim, installed so that the tests cover them. apt-get on Debian/Ubuntu; elsewhere, say what is missing.
+# the shim, installed so that the tests cover them; and pytest for the test of
+# tools/pytest_unstall.py (Debian's python3-pytest, for /usr/bin/python3, when
+# no python3 here has it). apt-get on Debian/Ubuntu; elsewhere, say what is missing.
 missing=""
 [ -f /usr/include/uthash.h ] || [ -f .deps/include/uthash.h ] || missing="$missing uthash-dev"
 [ -f /usr/include/cmocka.h ] || missing="$missing libcmocka-dev"
 ldconfig -p 2>/dev/null | grep -q 'libunwind\.so\.8 ' || missing="$missing libunwind8"
 ldconfig -p 2>/dev/null | grep -q 'libdw\.so\.1 ' || missing="$missing libdw1"
+python3 -c 'import pytest' 2>/dev/null || /usr/bin/python3 -c 'import pytest' 2>/dev/null ||
+    missing="$missing python3-pytest"
 [ -n "$missing" ] || exit 0
 if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
     echo "install-deps: apt-get install$missing"

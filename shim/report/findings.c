@@ -65,6 +65,11 @@ static uint64_t span_total;
 
 static atomic_bool reported;
 
+/* Strict mode's failed calls, for a harness in the program that asks
+ * (us_findings_forbidden_total): how many, and the latest one's line. */
+static uint64_t forbidden_total;                /* under lock */
+static char forbidden_latest[768];              /* under lock */
+
 /* One instant on both clocks, taken at load: the timeline's events carry
  * CLOCK_MONOTONIC times, which the tool places on the wall clock with it. */
 static uint64_t origin_mono_ns, origin_real_ns;
@@ -388,14 +393,23 @@ static char *suggest_pattern(const struct us_site *site, char *out, size_t size)
     return out;
 }
 
-static void strict_message(enum us_rule_id rule, const struct us_site *site, const char *api, bool abort_now)
+/* "rule (severity) in api at site": what strict mode failed, as its message
+ * and us_findings_forbidden_total say it. */
+static void forbidden_line(enum us_rule_id rule, const struct us_site *site, const char *api, char *out, size_t size)
 {
     const struct us_rule_info *info = &us_rules[rule];
-    char where[640], pattern[320];
+    char where[640];
     us_callsite_line(site, 3, where, sizeof where);
+    snprintf(out, size, "%s (%s severity) in %s at %s", info->id, us_severity_name(info->severity),
+             api != NULL ? api : "?", where);
+}
+
+static void strict_message(enum us_rule_id rule, const char *line, const struct us_site *site, bool abort_now)
+{
+    const struct us_rule_info *info = &us_rules[rule];
+    char pattern[320];
     suggest_pattern(site, pattern, sizeof pattern);
-    us_log(US_LOG_ERROR, "strict mode: %s (%s severity) in %s at %s", info->id, us_severity_name(info->severity),
-           api != NULL ? api : "?", where);
+    us_log(US_LOG_ERROR, "strict mode: %s", line);
     us_log(US_LOG_ERROR, "  %s: %s", info->what, info->why);
     us_log(US_LOG_ERROR, "  fix: %s", info->fix);
     if (abort_now)
@@ -434,16 +448,30 @@ bool us_findings_forbidden(enum us_rule_id rule, const struct us_site *site, con
     }
     if (allowed)
         return false;
+    char line[sizeof forbidden_latest];
+    forbidden_line(rule, site, api, line, sizeof line); /* symbolizes: outside the lock */
     pthread_mutex_lock(&lock);
     bool first = row->r.forbidden++ == 0;
+    forbidden_total++;
+    memcpy(forbidden_latest, line, sizeof line);
     pthread_mutex_unlock(&lock);
     if (cfg->strict_action == US_STRICT_ABORT) {
-        strict_message(rule, site, api, true);
+        strict_message(rule, line, site, true);
         abort();
     }
     if (first)
-        strict_message(rule, site, api, false);
+        strict_message(rule, line, site, false);
     return true;
+}
+
+uint64_t us_findings_forbidden_total(char *latest, size_t size)
+{
+    pthread_mutex_lock(&lock);
+    uint64_t total = forbidden_total;
+    if (latest != NULL && size > 0)
+        snprintf(latest, size, "%s", forbidden_latest);
+    pthread_mutex_unlock(&lock);
+    return total;
 }
 
 /* --- the report ------------------------------------------------------------------------- */
@@ -599,6 +627,8 @@ void us_findings_reset(void)
     memset(warned, 0, sizeof warned);
     memset(warn_last_ns, 0, sizeof warn_last_ns);
     memset(warn_skipped, 0, sizeof warn_skipped);
+    forbidden_total = 0;
+    forbidden_latest[0] = '\0';
     pthread_mutex_unlock(&lock);
     pthread_mutex_lock(&span_lock);
     free(spans);

@@ -44,6 +44,13 @@ void us_findings_prepare(void);
  * prints the finding and aborts instead of returning. */
 bool us_findings_forbidden(enum us_rule_id rule, const struct us_site *site, const char *api);
 
+/* How many calls strict mode has failed in this process (every one, not only
+ * the first at a site), and into latest (terminated, cut to size) the latest
+ * one as its message names it: "rule (severity) in api at site", "" before
+ * the first. A harness in the program reads it through the export
+ * unstall_strict_failures (entry/query.c). */
+uint64_t us_findings_forbidden_total(char *latest, size_t size);
+
 /* The CUDA error a forbidden call returns. */
 #define US_ERR_FORBIDDEN cudaErrorNotPermitted
 

@@ -682,6 +682,25 @@ static void test_config_profiles_load_cleanly(void **state)
     assert_string_equal(cfg.report, "unstall-%p-%r.json");
     assert_true(cfg.python_frames);
     assert_int_equal(src[option_index("report")], US_SRC_FILE);
+    /* only what is safe for every correct torch program: copies are still
+     * rewritten with the native call's promises, no call is failed */
+    assert_true(cfg.fix && cfg.fix_h2d && cfg.fix_d2h);
+    assert_int_equal(cfg.d2h_min_bytes, 0);
+    assert_int_equal(src[option_index("fix_d2h")], US_SRC_DEFAULT);
+    /* and each setting is justified: a comment right above every key line */
+    bool comment_above = false;
+    int keys = 0;
+    for (const char *line = text; *line != '\0';) {
+        const char *end = strchr(line, '\n');
+        size_t len = end != NULL ? (size_t)(end - line) : strlen(line);
+        if (len > 0 && line[0] != '#') {
+            assert_true(comment_above);
+            keys++;
+        }
+        comment_above = len > 0 && line[0] == '#';
+        line += len + (end != NULL);
+    }
+    assert_int_equal(keys, 3);
 }
 
 /* config/unstall.conf (tools/gen-docs) with every key uncommented is every

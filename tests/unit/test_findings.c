@@ -588,6 +588,43 @@ static void test_findings_error_message_once_per_site(void **state)
     us_report_free(r);
 }
 
+/* A harness in the program (tools/pytest_unstall.py) asks how many calls
+ * strict mode failed and which was the latest: every forbidden call counts,
+ * not only the first at a site (which alone prints), an allowed one does not. */
+static void test_findings_forbidden_total_and_latest(void **state)
+{
+    (void)state;
+    char latest[512];
+    memset(latest, 'x', sizeof latest);
+    assert_int_equal(us_findings_forbidden_total(latest, sizeof latest), 0);
+    assert_string_equal(latest, "");
+    struct us_site a = site_at(0x1000), b = site_at(0x2000);
+    b.py_depth = 1;
+    snprintf(b.py_file[0], sizeof b.py_file[0], "/home/u/tests/test_io.py:17");
+    snprintf(b.py_func[0], sizeof b.py_func[0], "test_cpu");
+    strict(US_SEVERITY_MEDIUM, "explicit_sync");
+    assert_true(us_findings_forbidden(US_RULE_pageable_h2d, &a, "cudaMemcpyAsync"));
+    assert_true(us_findings_forbidden(US_RULE_pageable_h2d, &a, "cudaMemcpyAsync"));
+    assert_false(us_findings_forbidden(US_RULE_explicit_sync, &a, "cudaStreamSynchronize"));
+    assert_int_equal(us_findings_forbidden_total(NULL, 0), 2);
+    assert_true(us_findings_forbidden(US_RULE_pageable_d2h, &b, "cudaMemcpy"));
+    assert_int_equal(us_findings_forbidden_total(latest, sizeof latest), 3);
+    assert_string_equal(latest, "pageable_d2h (high severity) in cudaMemcpy at /home/u/tests/test_io.py:17 (test_cpu) <- "
+                                "0x2000 <- 0x2010 <- 0x2020");
+    /* a short buffer gets a terminated prefix */
+    char small[8];
+    assert_int_equal(us_findings_forbidden_total(small, sizeof small), 3);
+    assert_string_equal(small, "pageabl");
+    /* not in strict mode: nothing is forbidden, nothing counts */
+    cfg.mode = US_MODE_WARN;
+    use_config();
+    assert_false(us_findings_forbidden(US_RULE_pageable_d2h, &b, "cudaMemcpy"));
+    assert_int_equal(us_findings_forbidden_total(NULL, 0), 3);
+    us_findings_reset();
+    assert_int_equal(us_findings_forbidden_total(latest, sizeof latest), 0);
+    assert_string_equal(latest, "");
+}
+
 static void test_findings_allowed_finding_is_recorded(void **state)
 {
     (void)state;
@@ -860,6 +897,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_findings_allow_python_pattern, setup, teardown),
         cmocka_unit_test_setup_teardown(test_findings_allow_native_pattern, setup, teardown),
         cmocka_unit_test_setup_teardown(test_findings_error_message_once_per_site, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_findings_forbidden_total_and_latest, setup, teardown),
         cmocka_unit_test_setup_teardown(test_findings_allowed_finding_is_recorded, setup, teardown),
         cmocka_unit_test_setup_teardown(test_findings_strict_abort, setup, teardown),
         cmocka_unit_test_setup_teardown(test_findings_report_text_rows, setup, teardown),
