@@ -775,7 +775,26 @@ const struct us_config *us_config(void)
     return &us_process_config;
 }
 
-bool us_config_loading(void) { return us_config_loading_here; }
+/* The log's view of the configuration (log.h): the log does not include
+ * config.h, so that the configuration can warn through it. */
+bool us_log_settings(struct us_log_settings *out)
+{
+    if (us_config_loading_here)
+        return false;
+    const struct us_config *cfg = us_config();
+    enum us_log_level level = (enum us_log_level)cfg->log_level;
+    if (cfg->verbose && level < US_LOG_INFO)
+        level = US_LOG_INFO;
+    *out = (struct us_log_settings){
+        .level = level,
+        .disable = cfg->disable,
+        .max_lines = cfg->log_max_lines,
+        .destination = cfg->log,
+        .rank = us_config_rank(),
+        .host = us_config_host(),
+    };
+    return true;
+}
 
 enum us_option_source us_config_source(size_t option_index)
 {
