@@ -15,6 +15,7 @@
 #include "grower.h"
 #include "log.h"
 #include "pipeline.h"
+#include "real.h"
 #include "staging.h"
 
 #define SLOT (64u << 10)
@@ -190,6 +191,24 @@ static void test_h2d_no_events_declines(void **state)
     assert_int_equal(fake_cuda_count(FAKE_cudaHostAlloc), 1);
 }
 
+/* Every row of real_api.def with rewrite 1 is needed: a runtime that lacks
+ * the wait (cudaEventSynchronize, the one a synchronous copy ends with)
+ * gets no rewrite at all, not even of an asynchronous copy. */
+static void test_h2d_runtime_without_a_rewrite_function_declines(void **state)
+{
+    (void)state;
+    const struct us_real_api *fake = us_real();
+    assert_null(us_real_missing_for_rewrite(fake)); /* the fake has every one */
+    struct us_real_api without = *fake;
+    without.cudaEventSynchronize = NULL;
+    us_real_install(&without);
+    assert_string_equal(us_real_missing_for_rewrite(&without), "cudaEventSynchronize");
+    cudaError_t result;
+    assert_false(h2d_checked(US_API_MEMCPY_ASYNC, SLOT, fake_cuda_user_stream(0), &result));
+    assert_int_equal(fake_cuda_log_count("the runtime lacks cudaEventSynchronize"), 1);
+    assert_int_equal(fake_cuda_count(FAKE_cudaMemcpyAsync), 0);
+}
+
 static void test_h2d_error_mid_pipeline_is_returned(void **state)
 {
     (void)state;
@@ -224,6 +243,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_h2d_capture_declines, setup, fake_cuda_teardown),
         cmocka_unit_test_setup_teardown(test_h2d_no_pinned_memory_declines_once_logged, setup, fake_cuda_teardown),
         cmocka_unit_test_setup_teardown(test_h2d_no_events_declines, setup, fake_cuda_teardown),
+        cmocka_unit_test_setup_teardown(test_h2d_runtime_without_a_rewrite_function_declines, setup, fake_cuda_teardown),
         cmocka_unit_test_setup_teardown(test_h2d_error_mid_pipeline_is_returned, setup, fake_cuda_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
