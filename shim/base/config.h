@@ -46,6 +46,19 @@ struct us_option_info {
 extern const struct us_option_info us_options[];
 extern const size_t us_option_count;
 
+/* Each option's index in us_options: US_OPTION_ID_<name>. */
+enum us_option_id {
+#define US_OPTION(name, type, def, range, help) US_OPTION_ID_##name,
+#include "options.def"
+#undef US_OPTION
+};
+
+/* The name of an ENUM option's value: us_config_choice_name(US_OPTION_ID_mode,
+ * US_MODE_WARN) is "warn", read off the option's choices in options.def, so
+ * that a name is written once. NULL for a value out of range or an option
+ * that is no ENUM. */
+const char *us_config_choice_name(enum us_option_id option, int value);
+
 /* The process's configuration, loaded on first call (thread-safe). With
  * option verbose, the first caller after the load logs every option's value
  * and source at level info. */

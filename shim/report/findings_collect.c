@@ -55,8 +55,8 @@ static void read_text_file(const char *path, char *out, size_t size, bool nul_to
 
 static const char *mode_name(int mode)
 {
-    static const char *const names[] = { "off", "report", "warn", "strict" };
-    return mode >= 0 && mode < 4 ? names[mode] : "?";
+    const char *name = us_config_choice_name(US_OPTION_ID_mode, mode);
+    return name != NULL ? name : "?";
 }
 
 struct us_report *us_findings_collect(void)
