@@ -375,6 +375,11 @@ unsigned fake_cuda_count(enum fake_cuda_fn fn)
     return fns[fn].calls;
 }
 
+unsigned fake_cuda_host_waits(void)
+{
+    return fns[FAKE_cudaEventSynchronize].calls + fns[FAKE_cudaStreamSynchronize].calls;
+}
+
 int fake_cuda_find(enum fake_cuda_fn fn, unsigned nth)
 {
     for (size_t i = 0; i < fake_cuda.ncalls; i++)

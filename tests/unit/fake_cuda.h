@@ -72,6 +72,13 @@ void fake_cuda_fail(enum fake_cuda_fn fn, unsigned nth, unsigned count, cudaErro
 /* Calls of fn so far (failed ones included). */
 unsigned fake_cuda_count(enum fake_cuda_fn fn);
 
+/* Calls that held the calling thread until GPU work ended: every blocking
+ * wait the runtime offers the shim (cudaEventSynchronize,
+ * cudaStreamSynchronize). 0 is what "no host wait" means here: the fake runs
+ * a copy at call time, so a thread that returns without one of these would,
+ * on a GPU, have returned before its copy completed. */
+unsigned fake_cuda_host_waits(void);
+
 /* Index in fake_cuda.calls of the nth (0-based) call of fn, or -1. */
 int fake_cuda_find(enum fake_cuda_fn fn, unsigned nth);
 
