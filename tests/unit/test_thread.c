@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 #include <cmocka.h>
 
 #include "thread.h"
@@ -33,7 +34,15 @@ static void *probe_main(void *arg)
                  sigismember(&mask, SIGUSR1) == 1 && sigismember(&mask, SIGCHLD) == 1 &&
                  sigismember(&mask, SIGALRM) == 1;
     detached = state == PTHREAD_CREATE_DETACHED;
-    pthread_getname_np(pthread_self(), name, sizeof name);
+    /* named by the starter after pthread_create returns: wait for it (1 s at most) */
+    for (int i = 0; i < 1000; i++) {
+        pthread_getname_np(pthread_self(), name, sizeof name);
+        if (strcmp(name, "unstall-test") == 0)
+            break;
+        pthread_mutex_unlock(&mu);
+        nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
+        pthread_mutex_lock(&mu);
+    }
     done = true;
     pthread_cond_signal(&done_cv);
     pthread_mutex_unlock(&mu);
