@@ -132,7 +132,7 @@ $(FAKE_LIB): $(FAKE_GEN)/runtime.o $(FAKE_GEN)/trampolines.o tests/fakecuda/libc
 $(BUILD)/fakecuda/test_%: tests/fakecuda/tests/test_%.c $(FAKE_LIB)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -Itests/fakecuda $< -o $@ -L$(FAKE_DIR) -lcudart -l:libcuda.so.1 -ldl -lcmocka -pthread -lm -Wl,-rpath,'$$ORIGIN'
 
-# --- unit tests (cmocka, one file per core module) ------------------------------
+# --- unit tests (cmocka, tests/unit/test_<module>.c) ----------------------------
 $(BUILD)/unit/test_%: tests/unit/test_%.c $(CORE_LIB) $(wildcard tests/unit/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -Itests/unit $< $(wildcard tests/unit/fake_*.c) -o $@ $(CORE_LIB) -lcmocka -ldl -pthread -lm

@@ -665,6 +665,41 @@ void us_config_load(struct us_config *out, enum us_option_source *sources,
                load.suppressed == 1 ? "" : "s");
 }
 
+/* --- the names of an ENUM option's values ------------------------------------------ */
+
+/* Each option's range, copied so that it can be split in place: the choices
+ * of an ENUM become NUL-terminated names, split once. */
+#define US_OPTION(name, type, def, range, help) static char us_choices_##name[] = range;
+#include "options.def"
+#undef US_OPTION
+static char *const us_choice_text[] = {
+#define US_OPTION(name, type, def, range, help) us_choices_##name,
+#include "options.def"
+#undef US_OPTION
+};
+static pthread_once_t us_choices_once = PTHREAD_ONCE_INIT;
+
+static void us_split_choices(void)
+{
+    for (size_t i = 0; i < us_option_count; i++)
+        if (us_options[i].type == US_OPT_ENUM)
+            for (char *c = us_choice_text[i]; *c != '\0'; c++)
+                if (*c == '|')
+                    *c = '\0';
+}
+
+const char *us_config_choice_name(enum us_option_id option, int value)
+{
+    if ((size_t)option >= us_option_count || us_options[option].type != US_OPT_ENUM || value < 0)
+        return NULL;
+    pthread_once(&us_choices_once, us_split_choices);
+    /* the range's length bounds the walk: the split copy has as many bytes */
+    const char *c = us_choice_text[option], *end = c + strlen(us_options[option].range);
+    for (int i = 0; i < value && c < end; i++)
+        c += strlen(c) + 1;
+    return c < end ? c : NULL;
+}
+
 /* --- the process's configuration ------------------------------------------------- */
 
 static struct us_config us_process_config;
@@ -775,7 +810,26 @@ const struct us_config *us_config(void)
     return &us_process_config;
 }
 
-bool us_config_loading(void) { return us_config_loading_here; }
+/* The log's view of the configuration (log.h): the log does not include
+ * config.h, so that the configuration can warn through it. */
+bool us_log_settings(struct us_log_settings *out)
+{
+    if (us_config_loading_here)
+        return false;
+    const struct us_config *cfg = us_config();
+    enum us_log_level level = (enum us_log_level)cfg->log_level;
+    if (cfg->verbose && level < US_LOG_INFO)
+        level = US_LOG_INFO;
+    *out = (struct us_log_settings){
+        .level = level,
+        .disable = cfg->disable,
+        .max_lines = cfg->log_max_lines,
+        .destination = cfg->log,
+        .rank = us_config_rank(),
+        .host = us_config_host(),
+    };
+    return true;
+}
 
 enum us_option_source us_config_source(size_t option_index)
 {

@@ -16,7 +16,6 @@
 enum us_mode { US_MODE_OFF, US_MODE_REPORT, US_MODE_WARN, US_MODE_STRICT };
 enum us_severity { US_SEVERITY_LOW, US_SEVERITY_MEDIUM, US_SEVERITY_HIGH };
 enum us_strict_action { US_STRICT_ERROR, US_STRICT_ABORT };
-enum us_log_level { US_LOG_ERROR, US_LOG_WARN, US_LOG_INFO, US_LOG_DEBUG };
 
 /* One field per option; an ENUM is an int, the index of its value among the
  * choices, so the choices in options.def list the enums above in order. */
@@ -47,15 +46,23 @@ struct us_option_info {
 extern const struct us_option_info us_options[];
 extern const size_t us_option_count;
 
+/* Each option's index in us_options: US_OPTION_ID_<name>. */
+enum us_option_id {
+#define US_OPTION(name, type, def, range, help) US_OPTION_ID_##name,
+#include "options.def"
+#undef US_OPTION
+};
+
+/* The name of an ENUM option's value: us_config_choice_name(US_OPTION_ID_mode,
+ * US_MODE_WARN) is "warn", read off the option's choices in options.def, so
+ * that a name is written once. NULL for a value out of range or an option
+ * that is no ENUM. */
+const char *us_config_choice_name(enum us_option_id option, int value);
+
 /* The process's configuration, loaded on first call (thread-safe). With
  * option verbose, the first caller after the load logs every option's value
  * and source at level info. */
 const struct us_config *us_config(void);
-
-/* True on the thread that is loading the process configuration, while it
- * loads. The log asks this before us_config(): a warning printed by the loader
- * must not wait for the load it is part of (it goes to stderr instead). */
-bool us_config_loading(void);
 
 /* The process's rank for %r in paths and the report: the first of RANK,
  * SLURM_PROCID, OMPI_COMM_WORLD_RANK, PMI_RANK, PMIX_RANK and, last,

@@ -166,14 +166,14 @@ static bool us_is_pipe(int fd)
     return fstat(fd, &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode));
 }
 
-static int us_open_destination(const struct us_config *cfg)
+static int us_open_destination(const struct us_log_settings *cfg)
 {
-    if (cfg->log[0] == '\0' || strcasecmp(cfg->log, "stderr") == 0)
+    if (cfg->destination[0] == '\0' || strcasecmp(cfg->destination, "stderr") == 0)
         return STDERR_FILENO;
     char path[US_LOG_PATH_MAX];
     const char *why;
     int fd = -1;
-    if (!us_expand_path(cfg->log, us_config_rank(), us_config_host(), path, sizeof path))
+    if (!us_expand_path(cfg->destination, cfg->rank, cfg->host, path, sizeof path))
         why = "the expanded path is too long";
     else if ((fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NONBLOCK, 0644)) < 0)
         why = errno == ENXIO ? "a FIFO with no reader" : strerror(errno);
@@ -184,7 +184,7 @@ static int us_open_destination(const struct us_config *cfg)
     }
     char line[US_LOG_LINE_MAX];
     size_t len = us_format(line, US_LOG_WARN, "cannot open log file \"%s\" (%s); logging to stderr",
-                           cfg->log, why);
+                           cfg->destination, why);
     us_write_all(STDERR_FILENO, line, len, 0);
     return STDERR_FILENO;
 }
@@ -213,7 +213,7 @@ static void us_emit(int fd, const char *text, size_t len, int wait_ms)
     us_write_all(fd, text, len, wait_ms);
 }
 
-static int us_destination(const struct us_config *cfg)
+static int us_destination(const struct us_log_settings *cfg)
 {
     int fd = atomic_load_explicit(&us_log_fd, memory_order_acquire);
     if (fd != US_LOG_UNRESOLVED)
@@ -236,16 +236,16 @@ static us_log_sink us_current_sink(void **arg)
 }
 
 /* stderr while the configuration loads (cfg NULL), else the destination */
-static int us_fd(const struct us_config *cfg)
+static int us_fd(const struct us_log_settings *cfg)
 {
     return cfg == NULL ? STDERR_FILENO : us_destination(cfg);
 }
 
 /* The configuration decides level, limit and destination; but a warning from
  * its own load cannot wait for that load: NULL then (stderr, warn and above). */
-static const struct us_config *us_log_config(void)
+static const struct us_log_settings *us_log_config(struct us_log_settings *settings)
 {
-    return us_config_loading() ? NULL : us_config();
+    return us_log_settings(settings) ? settings : NULL;
 }
 
 void us_vlog(enum us_log_level level, const char *fmt, va_list ap)
@@ -253,15 +253,14 @@ void us_vlog(enum us_log_level level, const char *fmt, va_list ap)
     if (us_log_busy)
         return;
     /* before the guard is set, so that a load started here can warn */
-    const struct us_config *cfg = us_log_config();
-    enum us_log_level threshold = cfg == NULL ? US_LOG_WARN : (enum us_log_level)cfg->log_level;
-    if (cfg != NULL && cfg->verbose && threshold < US_LOG_INFO)
-        threshold = US_LOG_INFO;
+    struct us_log_settings settings;
+    const struct us_log_settings *cfg = us_log_config(&settings);
+    enum us_log_level threshold = cfg == NULL ? US_LOG_WARN : cfg->level;
     if (level > threshold || (cfg != NULL && cfg->disable))
         return;
 
     /* The limit applies once it is known; lines during the load still count. */
-    unsigned long max = cfg == NULL ? 0 : cfg->log_max_lines;
+    unsigned long max = cfg == NULL ? 0 : cfg->max_lines;
     if (max != 0 && atomic_load_explicit(&us_log_lines, memory_order_relaxed) > max)
         return; /* past the limit: stop counting too, so the counter never wraps */
     unsigned long number = atomic_fetch_add_explicit(&us_log_lines, 1, memory_order_relaxed) + 1;
@@ -302,7 +301,8 @@ void us_log_raw(const char *text)
 {
     if (us_log_busy || text == NULL)
         return;
-    const struct us_config *cfg = us_log_config();
+    struct us_log_settings settings;
+    const struct us_log_settings *cfg = us_log_config(&settings);
     if (cfg != NULL && cfg->disable)
         return;
     us_log_busy = true;

@@ -18,7 +18,23 @@
 #include <stdarg.h>
 #include <stdbool.h>
 
-#include "config.h"
+/* The order is option log_level's choices in options.def. */
+enum us_log_level { US_LOG_ERROR, US_LOG_WARN, US_LOG_INFO, US_LOG_DEBUG };
+
+/* What the log needs to know at each line. The log does not read the
+ * configuration: its owner, config.c, provides us_log_settings(), which loads
+ * the configuration on first use as us_config() does. It returns false, *out
+ * untouched, on the thread that is loading the configuration: a warning of the
+ * load cannot wait for the load it is part of, and goes to stderr at level
+ * warn and above. */
+struct us_log_settings {
+    enum us_log_level level;  /* the threshold, option verbose applied */
+    bool disable;             /* option disable: say nothing */
+    unsigned long max_lines;  /* option log_max_lines; 0: no bound */
+    const char *destination;  /* option log: "stderr", "" or a path template */
+    const char *rank, *host;  /* for %r and %h in the destination (NULL rank: none) */
+};
+bool us_log_settings(struct us_log_settings *out);
 
 void us_log(enum us_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void us_vlog(enum us_log_level level, const char *fmt, va_list ap);

@@ -1,10 +1,12 @@
 /* ptrtable.h - what the shim has learnt about memory ranges.
  *
  * Ranges come from intercepted allocations (cudaMalloc, cudaMallocHost,
- * cudaHostAlloc, cudaHostRegister) and leave with their release. A lookup is
- * lock-free for readers of different address regions: the table is split in
- * shards by 2 MiB granule, each shard with its own reader-writer lock, so no
- * global lock sits on the copy path. Pointers the table does not know are
+ * cudaHostAlloc, cudaHostRegister) and leave with their release. The table
+ * is split in shards by 2 MiB granule. A lookup takes no lock: it announces
+ * the shard it reads in its thread's own reader slot, and waits on the
+ * shard's reader-writer lock only while a writer (an allocation or release
+ * of that shard) is updating it; writers are serialised by one mutex. No
+ * global lock sits on the copy path (ptrtable.c says how). Pointers the table does not know are
  * classified by the runtime (classify.c), not here. */
 #ifndef UNSTALL_PTRTABLE_H
 #define UNSTALL_PTRTABLE_H

@@ -45,11 +45,21 @@ static bool resolve_all(struct us_real_api *api)
     void *handle = NULL;
     if (dlsym(RTLD_NEXT, "cudaGetDevice") == NULL)
         handle = runtime_handle();
-#define US_REAL(ret, name, params, args) *(void **)&api->name = lookup(handle, #name);
+#define US_REAL(ret, name, params, args, rewrite) *(void **)&api->name = lookup(handle, #name);
 #include "real_api.def"
 #undef US_REAL
     /* a runtime without cudaGetDevice is no runtime: try again later */
     return api->cudaGetDevice != NULL;
+}
+
+const char *us_real_missing_for_rewrite(const struct us_real_api *api)
+{
+#define US_REAL(ret, name, params, args, rewrite) \
+    if ((rewrite) && api->name == NULL)           \
+        return #name;
+#include "real_api.def"
+#undef US_REAL
+    return NULL;
 }
 
 const struct us_real_api *us_real(void)

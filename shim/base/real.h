@@ -10,7 +10,7 @@
 #include <cuda_runtime_api.h>
 
 struct us_real_api {
-#define US_REAL(ret, name, params, args) ret(*name) params;
+#define US_REAL(ret, name, params, args, rewrite) ret(*name) params;
 #include "real_api.def"
 #undef US_REAL
 };
@@ -21,6 +21,10 @@ const struct us_real_api *us_real(void);
 
 /* Replace the table (unit tests). NULL restores run-time resolution. */
 void us_real_install(const struct us_real_api *api);
+
+/* NULL if api has every function the copy rewrites call (column rewrite of
+ * real_api.def), else the name of the first it lacks. */
+const char *us_real_missing_for_rewrite(const struct us_real_api *api);
 
 /* The error an exported hook returns when the runtime lacks its function. */
 #define US_ERR_NO_REAL cudaErrorSharedObjectSymbolNotFound

@@ -42,12 +42,12 @@ void us_state_set_start_hook(void (*hook)(void));
 
 /* Whether any hook was reached (the report says so when none was: a program
  * that links the runtime statically is invisible to a runtime-layer preload).
- * A plain read before the one write keeps the cache line shared. */
+ * A read before the one write keeps the cache line shared. */
 extern _Atomic int us_state_hooked;
 static inline void us_state_note_call(void)
 {
-    if (!__atomic_load_n((int *)&us_state_hooked, __ATOMIC_RELAXED))
-        __atomic_store_n((int *)&us_state_hooked, 1, __ATOMIC_RELAXED);
+    if (!atomic_load_explicit(&us_state_hooked, memory_order_relaxed))
+        atomic_store_explicit(&us_state_hooked, 1, memory_order_relaxed);
 }
 static inline bool us_state_was_hooked(void) { return atomic_load_explicit(&us_state_hooked, memory_order_relaxed) != 0; }
 

@@ -1,5 +1,5 @@
 /* context.h - which CUDA context a call is issued from, for the rule that
- * depends on it (busy_engine_d2d, case D, seed 001): a same-device copy runs
+ * depends on it (busy_engine_d2d, case D): a same-device copy runs
  * as a kernel, and when another context of the device holds the compute
  * engine it waits for a time slice (2 ms by default).
  *

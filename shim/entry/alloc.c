@@ -13,9 +13,8 @@
  * registration, did not wait for the device (measured, CUDA 13.0). */
 static cudaError_t learn(cudaError_t err, const void *base, size_t size, enum us_mem_kind kind)
 {
-    if (err != cudaSuccess || base == NULL || us_passthrough())
+    if (err != cudaSuccess || base == NULL || !us_entry_acts(true))
         return err;
-    us_state_note_call();
     us_ptrtable_insert((uintptr_t)base, size, kind, kind == US_MEM_DEVICE ? us_current_device() : -1);
     return err;
 }
@@ -61,11 +60,8 @@ US_EXPORT cudaError_t cudaHostRegister(void *ptr, size_t size, unsigned int flag
  * context. */
 static cudaError_t release(enum us_rule_id rule, const char *api, cudaError_t (*real_fn)(void *), void *ptr)
 {
-    if (real_fn == NULL)
-        return US_ERR_NO_REAL;
-    if (ptr == NULL || us_passthrough())
-        return real_fn(ptr);
-    us_state_note_call();
+    if (ptr == NULL || !us_entry_acts(real_fn != NULL))
+        return real_fn != NULL ? real_fn(ptr) : US_ERR_NO_REAL;
     struct us_watch w;
     if (!us_watch_begin(&w, rule, api))
         return US_ERR_FORBIDDEN;
@@ -85,15 +81,15 @@ static cudaError_t release(enum us_rule_id rule, const char *api, cudaError_t (*
 
 US_EXPORT cudaError_t cudaFree(void *devPtr)
 {
-    return release(US_RULE_device_alloc_sync, "cudaFree", us_real()->cudaFree, devPtr);
+    return release(US_RULE_device_alloc_sync, __func__, us_real()->cudaFree, devPtr);
 }
 
 US_EXPORT cudaError_t cudaFreeHost(void *ptr)
 {
-    return release(US_RULE_pinned_alloc_sync, "cudaFreeHost", us_real()->cudaFreeHost, ptr);
+    return release(US_RULE_pinned_alloc_sync, __func__, us_real()->cudaFreeHost, ptr);
 }
 
 US_EXPORT cudaError_t cudaHostUnregister(void *ptr)
 {
-    return release(US_RULE_pinned_alloc_sync, "cudaHostUnregister", us_real()->cudaHostUnregister, ptr);
+    return release(US_RULE_pinned_alloc_sync, __func__, us_real()->cudaHostUnregister, ptr);
 }

@@ -31,16 +31,13 @@ US_EXPORT cudaError_t cudaDeviceDisablePeerAccess(int peerDevice)
 
 US_EXPORT cudaError_t cudaDeviceSynchronize(void)
 {
-    const struct us_real_api *real = us_real();
-    if (real->cudaDeviceSynchronize == NULL)
-        return US_ERR_NO_REAL;
-    if (us_passthrough())
-        return real->cudaDeviceSynchronize();
-    us_state_note_call();
+    cudaError_t (*real_fn)(void) = us_real()->cudaDeviceSynchronize;
+    if (!us_entry_acts(real_fn != NULL))
+        return real_fn != NULL ? real_fn() : US_ERR_NO_REAL;
     struct us_watch w;
-    if (!us_watch_begin(&w, US_RULE_explicit_sync, "cudaDeviceSynchronize"))
+    if (!us_watch_begin(&w, US_RULE_explicit_sync, __func__))
         return US_ERR_FORBIDDEN;
-    cudaError_t err = real->cudaDeviceSynchronize();
+    cudaError_t err = real_fn();
     us_watch_end(&w, NULL, US_STREAM_USER, us_current_device(), 0);
     return err;
 }
@@ -53,14 +50,11 @@ US_EXPORT cudaError_t cudaDeviceSynchronize(void)
  * one would. */
 US_EXPORT cudaError_t cudaDeviceReset(void)
 {
-    const struct us_real_api *real = us_real();
-    if (real->cudaDeviceReset == NULL)
-        return US_ERR_NO_REAL;
-    if (us_passthrough())
-        return real->cudaDeviceReset();
-    us_state_note_call();
+    cudaError_t (*real_fn)(void) = us_real()->cudaDeviceReset;
+    if (!us_entry_acts(real_fn != NULL))
+        return real_fn != NULL ? real_fn() : US_ERR_NO_REAL;
     int device = us_current_device();
-    cudaError_t err = real->cudaDeviceReset();
+    cudaError_t err = real_fn();
     if (err == cudaSuccess && device >= 0 && device < US_MAX_DEVICES) {
         us_lanes_forget_device(device);
         us_staging_forget_device(device);

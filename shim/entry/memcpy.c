@@ -1,7 +1,8 @@
 /* memcpy.c - exported copy functions. Each builds a struct us_copy and hands
  * it to us_copy_run (core/copy.c), which classifies, decides, rewrites or
  * calls the runtime, and records findings. The 2D copies are not rewritten;
- * the synchronous ones are watched (sync_memcpy). */
+ * the synchronous ones are watched (sync_memcpy), the asynchronous ones not
+ * exported. */
 #include "chain.h"
 #include "export.h"
 
@@ -59,18 +60,16 @@ US_EXPORT cudaError_t cudaMemcpyPeerAsync(void *dst, int dstDevice, const void *
 }
 
 /* 2D copies are not rewritten. The synchronous ones that touch host memory
- * are findings (sync_memcpy): they hold the caller until done. */
+ * are findings (sync_memcpy): they hold the caller until done. The
+ * asynchronous ones are not exported: the program reaches the runtime's own. */
 typedef cudaError_t (*memcpy2d_fn)(void *, size_t, const void *, size_t, size_t, size_t, enum cudaMemcpyKind);
 
 static cudaError_t memcpy2d_sync(memcpy2d_fn real_fn, const char *api, bool per_thread, void *dst, size_t dpitch,
                                  const void *src, size_t spitch, size_t width, size_t height,
                                  enum cudaMemcpyKind kind)
 {
-    if (real_fn == NULL)
-        return US_ERR_NO_REAL;
-    if (us_passthrough())
-        return real_fn(dst, dpitch, src, spitch, width, height, kind);
-    us_state_note_call();
+    if (!us_entry_acts(real_fn != NULL))
+        return real_fn != NULL ? real_fn(dst, dpitch, src, spitch, width, height, kind) : US_ERR_NO_REAL;
     if (width == 0 || height == 0 || !us_findings_wanted() || !us_touches_host(dst, src))
         return real_fn(dst, dpitch, src, spitch, width, height, kind);
     struct us_watch w;
@@ -84,31 +83,13 @@ static cudaError_t memcpy2d_sync(memcpy2d_fn real_fn, const char *api, bool per_
 US_EXPORT cudaError_t cudaMemcpy2D(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
                                    size_t height, enum cudaMemcpyKind kind)
 {
-    return memcpy2d_sync(us_real()->cudaMemcpy2D, "cudaMemcpy2D", false, dst, dpitch, src, spitch, width, height,
+    return memcpy2d_sync(us_real()->cudaMemcpy2D, __func__, false, dst, dpitch, src, spitch, width, height,
                          kind);
 }
 
 US_EXPORT cudaError_t cudaMemcpy2D_ptds(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
                                         size_t height, enum cudaMemcpyKind kind)
 {
-    return memcpy2d_sync(us_real()->cudaMemcpy2D_ptds, "cudaMemcpy2D_ptds", true, dst, dpitch, src, spitch, width,
+    return memcpy2d_sync(us_real()->cudaMemcpy2D_ptds, __func__, true, dst, dpitch, src, spitch, width,
                          height, kind);
-}
-
-US_EXPORT cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
-                                        size_t height, enum cudaMemcpyKind kind, cudaStream_t stream)
-{
-    const struct us_real_api *real = us_real();
-    if (real->cudaMemcpy2DAsync == NULL)
-        return US_ERR_NO_REAL;
-    return real->cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, height, kind, stream);
-}
-
-US_EXPORT cudaError_t cudaMemcpy2DAsync_ptsz(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
-                                             size_t height, enum cudaMemcpyKind kind, cudaStream_t stream)
-{
-    const struct us_real_api *real = us_real();
-    if (real->cudaMemcpy2DAsync_ptsz == NULL)
-        return US_ERR_NO_REAL;
-    return real->cudaMemcpy2DAsync_ptsz(dst, dpitch, src, spitch, width, height, kind, stream);
 }

@@ -6,11 +6,8 @@
 static cudaError_t memset_sync(cudaError_t (*real_fn)(void *, int, size_t), const char *api, bool per_thread,
                                void *ptr, int value, size_t count)
 {
-    if (real_fn == NULL)
-        return US_ERR_NO_REAL;
-    if (us_passthrough())
-        return real_fn(ptr, value, count);
-    us_state_note_call();
+    if (!us_entry_acts(real_fn != NULL))
+        return real_fn != NULL ? real_fn(ptr, value, count) : US_ERR_NO_REAL;
     /* runs on the default stream: a legacy one may also serialize */
     enum us_stream_kind kind = per_thread ? US_STREAM_PER_THREAD : US_STREAM_LEGACY;
     bool contended = us_legacy_contended(kind);
@@ -28,22 +25,19 @@ static cudaError_t memset_sync(cudaError_t (*real_fn)(void *, int, size_t), cons
 
 US_EXPORT cudaError_t cudaMemset(void *devPtr, int value, size_t count)
 {
-    return memset_sync(us_real()->cudaMemset, "cudaMemset", false, devPtr, value, count);
+    return memset_sync(us_real()->cudaMemset, __func__, false, devPtr, value, count);
 }
 
 US_EXPORT cudaError_t cudaMemset_ptds(void *devPtr, int value, size_t count)
 {
-    return memset_sync(us_real()->cudaMemset_ptds, "cudaMemset_ptds", true, devPtr, value, count);
+    return memset_sync(us_real()->cudaMemset_ptds, __func__, true, devPtr, value, count);
 }
 
 static cudaError_t memset_async(cudaError_t (*real_fn)(void *, int, size_t, cudaStream_t), const char *api,
                                 bool per_thread, void *ptr, int value, size_t count, cudaStream_t stream)
 {
-    if (real_fn == NULL)
-        return US_ERR_NO_REAL;
-    if (us_passthrough())
-        return real_fn(ptr, value, count, stream);
-    us_state_note_call();
+    if (!us_entry_acts(real_fn != NULL))
+        return real_fn != NULL ? real_fn(ptr, value, count, stream) : US_ERR_NO_REAL;
     enum us_stream_kind kind = us_stream_kind_of(stream, per_thread);
     if (!us_legacy_contended(kind))
         return real_fn(ptr, value, count, stream);
@@ -57,10 +51,10 @@ static cudaError_t memset_async(cudaError_t (*real_fn)(void *, int, size_t, cuda
 
 US_EXPORT cudaError_t cudaMemsetAsync(void *devPtr, int value, size_t count, cudaStream_t stream)
 {
-    return memset_async(us_real()->cudaMemsetAsync, "cudaMemsetAsync", false, devPtr, value, count, stream);
+    return memset_async(us_real()->cudaMemsetAsync, __func__, false, devPtr, value, count, stream);
 }
 
 US_EXPORT cudaError_t cudaMemsetAsync_ptsz(void *devPtr, int value, size_t count, cudaStream_t stream)
 {
-    return memset_async(us_real()->cudaMemsetAsync_ptsz, "cudaMemsetAsync_ptsz", true, devPtr, value, count, stream);
+    return memset_async(us_real()->cudaMemsetAsync_ptsz, __func__, true, devPtr, value, count, stream);
 }

@@ -9,7 +9,11 @@
  * graphMemoryNodes sample destroys a stream that joined the capture before
  * cudaStreamEndCapture); a query of such a stream could invalidate the
  * capture. A new stream is on the current device, which cudaGetDevice tells
- * without touching any stream. */
+ * without touching any stream.
+ *
+ * Queries and cross-stream waits are not exported: the program reaches the
+ * runtime's own, and they observe the shim's rewritten copies because those
+ * are ordered into the program's stream. */
 #include "device_state.h"
 #include "export.h"
 #include "streams.h"
@@ -20,7 +24,6 @@ static bool is_blocking(unsigned flags) { return (flags & cudaStreamNonBlocking)
  * made while the device's legacy stream is in use. */
 static void note_created(cudaStream_t stream, unsigned flags)
 {
-    us_state_note_call();
     int device = us_current_device();
     us_streams_note_created(stream, device, is_blocking(flags));
     if (is_blocking(flags) && us_device_legacy_used(device)) {
@@ -36,7 +39,7 @@ US_EXPORT cudaError_t cudaStreamCreate(cudaStream_t *pStream)
     if (real->cudaStreamCreate == NULL)
         return US_ERR_NO_REAL;
     cudaError_t err = real->cudaStreamCreate(pStream);
-    if (err == cudaSuccess && !us_passthrough())
+    if (err == cudaSuccess && us_entry_acts(true))
         note_created(*pStream, cudaStreamDefault);
     return err;
 }
@@ -47,7 +50,7 @@ US_EXPORT cudaError_t cudaStreamCreateWithFlags(cudaStream_t *pStream, unsigned 
     if (real->cudaStreamCreateWithFlags == NULL)
         return US_ERR_NO_REAL;
     cudaError_t err = real->cudaStreamCreateWithFlags(pStream, flags);
-    if (err == cudaSuccess && !us_passthrough())
+    if (err == cudaSuccess && us_entry_acts(true))
         note_created(*pStream, flags);
     return err;
 }
@@ -58,7 +61,7 @@ US_EXPORT cudaError_t cudaStreamCreateWithPriority(cudaStream_t *pStream, unsign
     if (real->cudaStreamCreateWithPriority == NULL)
         return US_ERR_NO_REAL;
     cudaError_t err = real->cudaStreamCreateWithPriority(pStream, flags, priority);
-    if (err == cudaSuccess && !us_passthrough())
+    if (err == cudaSuccess && us_entry_acts(true))
         note_created(*pStream, flags);
     return err;
 }
@@ -78,11 +81,8 @@ US_EXPORT cudaError_t cudaStreamDestroy(cudaStream_t stream)
 static cudaError_t stream_sync(cudaError_t (*real_fn)(cudaStream_t), const char *api, bool per_thread,
                                cudaStream_t stream)
 {
-    if (real_fn == NULL)
-        return US_ERR_NO_REAL;
-    if (us_passthrough())
-        return real_fn(stream);
-    us_state_note_call();
+    if (!us_entry_acts(real_fn != NULL))
+        return real_fn != NULL ? real_fn(stream) : US_ERR_NO_REAL;
     struct us_watch w;
     if (!us_watch_begin(&w, US_RULE_explicit_sync, api))
         return US_ERR_FORBIDDEN;
@@ -93,37 +93,10 @@ static cudaError_t stream_sync(cudaError_t (*real_fn)(cudaStream_t), const char 
 
 US_EXPORT cudaError_t cudaStreamSynchronize(cudaStream_t stream)
 {
-    return stream_sync(us_real()->cudaStreamSynchronize, "cudaStreamSynchronize", false, stream);
+    return stream_sync(us_real()->cudaStreamSynchronize, __func__, false, stream);
 }
 
 US_EXPORT cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t stream)
 {
-    return stream_sync(us_real()->cudaStreamSynchronize_ptsz, "cudaStreamSynchronize_ptsz", true, stream);
-}
-
-/* Queries and cross-stream waits pass through: they observe the shim's
- * rewritten copies because those are ordered into the program's stream. */
-US_EXPORT cudaError_t cudaStreamQuery(cudaStream_t stream)
-{
-    const struct us_real_api *real = us_real();
-    return real->cudaStreamQuery != NULL ? real->cudaStreamQuery(stream) : US_ERR_NO_REAL;
-}
-
-US_EXPORT cudaError_t cudaStreamQuery_ptsz(cudaStream_t stream)
-{
-    const struct us_real_api *real = us_real();
-    return real->cudaStreamQuery_ptsz != NULL ? real->cudaStreamQuery_ptsz(stream) : US_ERR_NO_REAL;
-}
-
-US_EXPORT cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags)
-{
-    const struct us_real_api *real = us_real();
-    return real->cudaStreamWaitEvent != NULL ? real->cudaStreamWaitEvent(stream, event, flags) : US_ERR_NO_REAL;
-}
-
-US_EXPORT cudaError_t cudaStreamWaitEvent_ptsz(cudaStream_t stream, cudaEvent_t event, unsigned int flags)
-{
-    const struct us_real_api *real = us_real();
-    return real->cudaStreamWaitEvent_ptsz != NULL ? real->cudaStreamWaitEvent_ptsz(stream, event, flags)
-                                                  : US_ERR_NO_REAL;
+    return stream_sync(us_real()->cudaStreamSynchronize_ptsz, __func__, true, stream);
 }

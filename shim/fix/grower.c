@@ -9,7 +9,6 @@
 #include "grower.h"
 
 #include <pthread.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -17,6 +16,7 @@
 #include "log.h"
 #include "real.h"
 #include "state.h"
+#include "thread.h"
 
 #define GROWER_QUEUE 8
 #define GROWER_STACK_BYTES (256u << 10)
@@ -133,24 +133,12 @@ static void *grower_main(void *arg)
 static bool start_locked(void)
 {
     pthread_once(&atfork_once, register_atfork);
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    pthread_attr_setstacksize(&attr, GROWER_STACK_BYTES);
-    /* the thread inherits this mask: no program signal lands on it */
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    pthread_t t;
-    int rc = pthread_create(&t, &attr, grower_main, NULL);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    pthread_attr_destroy(&attr);
+    int rc = us_thread_start(grower_main, NULL, GROWER_STACK_BYTES, "unstall-grow");
     if (rc != 0) {
         us_log_once(&logged_start, US_LOG_WARN,
                     "staging grower: cannot start a thread (%s): copies grow the pool themselves", strerror(rc));
         return false;
     }
-    pthread_setname_np(t, "unstall-grow");
     return true;
 }
 

@@ -12,7 +12,6 @@
 #include "hostcopy.h"
 
 #include <pthread.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -21,6 +20,7 @@
 
 #include "config.h"
 #include "log.h"
+#include "thread.h"
 
 #define HC_MAX_WORKERS 63            /* copy_threads is at most 64, the caller included */
 #define HC_MIN_PART (256u << 10)     /* no part smaller than this */
@@ -137,17 +137,10 @@ static unsigned ensure_workers(unsigned want)
     pthread_once(&atfork_once, register_atfork);
     pthread_mutex_lock(&pool.mu);
     if (pool.spawned < want && !pool.spawn_failed) {
-        pthread_attr_t attr;
-        pthread_attr_init(&attr);
-        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-        pthread_attr_setstacksize(&attr, HC_STACK_BYTES);
-        /* the workers inherit this mask: no program signal lands on them */
-        sigset_t all, old;
-        sigfillset(&all);
-        pthread_sigmask(SIG_SETMASK, &all, &old);
         while (pool.spawned < want) {
-            pthread_t t;
-            int rc = pthread_create(&t, &attr, worker_main, NULL);
+            char name[16];
+            snprintf(name, sizeof name, "unstall-cp%u", pool.spawned);
+            int rc = us_thread_start(worker_main, NULL, HC_STACK_BYTES, name);
             if (rc != 0) {
                 pool.spawn_failed = true;
                 us_log_once(&spawn_warned, US_LOG_WARN,
@@ -155,13 +148,8 @@ static unsigned ensure_workers(unsigned want)
                             strerror(rc), pool.spawned);
                 break;
             }
-            char name[16];
-            snprintf(name, sizeof name, "unstall-cp%u", pool.spawned);
-            pthread_setname_np(t, name);
             pool.spawned++;
         }
-        pthread_sigmask(SIG_SETMASK, &old, NULL);
-        pthread_attr_destroy(&attr);
         atomic_store(&workers, pool.spawned);
     }
     have = pool.spawned;

@@ -10,27 +10,8 @@
 #include "state.h"
 
 
-/* The runtime functions some pipeline calls. A runtime that lacks one gets
- * no rewrite at all: simpler to reason about than per-pipeline subsets. */
-#define US_PIPE_NEEDS(X)                                                                    \
-    X(cudaThreadExchangeStreamCaptureMode) X(cudaStreamIsCapturing) X(cudaGetDevice)          \
-    X(cudaSetDevice) X(cudaStreamGetDevice) X(cudaStreamCreateWithFlags) X(cudaStreamDestroy) \
-    X(cudaStreamQuery) X(cudaStreamSynchronize) X(cudaStreamWaitEvent) X(cudaEventCreateWithFlags) X(cudaEventDestroy) \
-    X(cudaEventRecord) X(cudaEventQuery) X(cudaEventSynchronize) X(cudaMemcpyAsync)           \
-    X(cudaHostAlloc) X(cudaLaunchHostFunc)
-
 static int logged_inflight_full, logged_no_slot, logged_missing, logged_mode, logged_capture, logged_capture_query, logged_device,
     logged_stream_device, logged_device_range;
-
-static const char *missing_function(const struct us_real_api *real)
-{
-#define US_PIPE_CHECK(fn)    \
-    if (real->fn == NULL)    \
-        return #fn;
-    US_PIPE_NEEDS(US_PIPE_CHECK)
-#undef US_PIPE_CHECK
-    return NULL;
-}
 
 static void restore_mode(struct us_pipe *p)
 {
@@ -41,7 +22,9 @@ static void restore_mode(struct us_pipe *p)
 bool us_pipe_begin(struct us_pipe *p, const struct us_copy *c)
 {
     const struct us_real_api *real = us_real();
-    const char *missing = missing_function(real);
+    /* a runtime that lacks one function of the rewrites gets no rewrite at
+     * all: simpler to reason about than per-pipeline subsets */
+    const char *missing = us_real_missing_for_rewrite(real);
     if (missing != NULL) {
         us_log_once(&logged_missing, US_LOG_WARN, "the runtime lacks %s: copies are not rewritten", missing);
         return false;

@@ -17,10 +17,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "callsite_python.h"
+
 #define US_SITE_MAX_FRAMES 32
-#define US_SITE_PY_FRAMES 3    /* Python frames kept, innermost first */
-#define US_SITE_PY_FILE 160    /* "path:line", the path's tail kept if long */
-#define US_SITE_PY_FUNC 48
 
 /* A call site: the native return addresses, innermost first, with the
  * shim's own frames removed (symbolized only when reported), and for a
@@ -105,15 +104,5 @@ char *us_callsite_line(const struct us_site *site, int native_max, char *out, si
 /* The same with the native frames' source lines (us_callsite_symbolize_source):
  * for the report. */
 char *us_callsite_line_source(const struct us_site *site, int native_max, char *out, size_t size);
-
-/* Whether Python's C API was found in the process. Looked up once, at the
- * first capture; us_callsite_python_rescan looks again (tests, which load
- * Python after the first capture). */
-bool us_callsite_python_available(void);
-void us_callsite_python_rescan(void);
-
-/* Whether the frames of a thread that released the GIL can be read: CPython
- * 3.11 and 3.12 (standard builds), whose layout callsite.c knows. */
-bool us_callsite_python_detached(void);
 
 #endif

@@ -1,5 +1,5 @@
 /* report.h - the report at exit, as text (for the log) and as JSON (option
- * report), rendered from a snapshot of the findings (findings.c collects it).
+ * report), rendered from a snapshot of the findings (findings_collect.c collects it).
  *
  * Rendering is pure: it reads the snapshot, symbolizes the sites (callsite.h)
  * and returns malloc'd text; it calls no CUDA function. The JSON schema is

@@ -22,10 +22,7 @@ int us_rule_find(const char *id)
 
 const char *us_severity_name(enum us_severity severity)
 {
-    switch (severity) {
-    case US_SEVERITY_LOW: return "low";
-    case US_SEVERITY_MEDIUM: return "medium";
-    case US_SEVERITY_HIGH: return "high";
-    }
-    return "unknown";
+    /* the severities are option strict_severity's choices, in order */
+    const char *name = us_config_choice_name(US_OPTION_ID_strict_severity, (int)severity);
+    return name != NULL ? name : "unknown";
 }

@@ -10,7 +10,7 @@ Usage: check.py BUILD_DIR RULES_PROG   (tests/detect/run.sh builds RULES_PROG)
 
 Prints "PASS name", "FAIL name: why" or "XFAIL name: why" per check and a
 last line "detect: N passed, M failed"; exits 1 on any failure. XFAIL is a
-known shim problem (see EXPECTED below), not counted as a failure; if one
+known shim problem (an entry's xfail in FIRE below), not counted as a failure; if one
 starts passing it prints "PASS name (XPASS: ...)" so that the entry can go.
 """
 import glob
@@ -97,7 +97,7 @@ CLEAN = {
 # them here. busy_engine_d2d needs the driver's contexts (cuCtxGetCurrent and
 # the device's primary context), which fakecuda does not model: a same-device
 # copy in the primary context, as here, is the clean twin; the firing side is
-# tests/unit/test_context.c and test_policy.c, and on a GPU seed 001.
+# tests/unit/test_context.c and test_policy.c.
 NOT_DETECTED = {
     'busy_engine_d2d': 'busy_engine_d2d',
 }

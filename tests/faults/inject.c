@@ -24,14 +24,14 @@
 #include <cuda_runtime_api.h>
 
 enum fn_id {
-#define US_REAL(ret, name, params, args) FN_##name,
+#define US_REAL(ret, name, params, args, rewrite) FN_##name,
 #include "real_api.def"
 #undef US_REAL
     FN_COUNT
 };
 
 static const char *const fn_names[] = {
-#define US_REAL(ret, name, params, args) #name,
+#define US_REAL(ret, name, params, args, rewrite) #name,
 #include "real_api.def"
 #undef US_REAL
 };
@@ -93,7 +93,7 @@ static void *real_fn(const char *name)
     return p;
 }
 
-#define US_REAL(ret, name, params, args)                                                   \
+#define US_REAL(ret, name, params, args, rewrite)                                                   \
     __attribute__((visibility("default"))) ret name params                                \
     {                                                                                      \
         static ret(*_Atomic real) params;                                                  \

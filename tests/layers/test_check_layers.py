@@ -50,6 +50,12 @@ class CheckLayers(unittest.TestCase):
         self.assertEqual(r.returncode, 1)
         self.assertIn('cycle: fix/a -> fix/b -> fix/a', r.stdout)
 
+    def test_no_loop_is_allowed_not_even_config_and_log(self):
+        r = run(tree({'base/config.h': '', 'base/config.c': '#include "log.h"\n',
+                      'base/log.h': '', 'base/log.c': '#include "config.h"\n'}))
+        self.assertEqual(r.returncode, 1)
+        self.assertIn('cycle: base/config -> base/log -> base/config', r.stdout)
+
     def test_an_unknown_folder_fails(self):
         r = run(tree({'core/a.c': ''}))
         self.assertEqual(r.returncode, 1)

@@ -331,14 +331,6 @@ static cudaError_t f_cudaSetDevice(int device)
     return err;
 }
 
-static cudaError_t f_cudaGetDeviceCount(int *count)
-{
-    cudaError_t err = note(FAKE_cudaGetDeviceCount, NULL, NULL, NULL, NULL, 0);
-    if (err == cudaSuccess)
-        *count = fake_cuda.devices;
-    return err;
-}
-
 static const char *f_cudaGetErrorName(cudaError_t err)
 {
     return err == cudaSuccess ? "cudaSuccess" : "cudaErrorFake";
@@ -364,9 +356,9 @@ void fake_cuda_reset(void)
     current_device = 0;
     capture_mode = cudaStreamCaptureModeGlobal;
     memset(&table, 0, sizeof table);
-#define FAKE_CUDA_SET(fn) table.fn = f_##fn;
-    FAKE_CUDA_FUNCTIONS(FAKE_CUDA_SET)
-#undef FAKE_CUDA_SET
+#define US_REAL(ret, name, params, args, rewrite) FAKE_CUDA_IF_REWRITE_##rewrite(table.name = f_##name;)
+#include "real_api.def"
+#undef US_REAL
     table.cudaGetErrorName = f_cudaGetErrorName;
     us_real_install(&table);
 }
@@ -381,6 +373,11 @@ void fake_cuda_fail(enum fake_cuda_fn fn, unsigned nth, unsigned count, cudaErro
 unsigned fake_cuda_count(enum fake_cuda_fn fn)
 {
     return fns[fn].calls;
+}
+
+unsigned fake_cuda_host_waits(void)
+{
+    return fns[FAKE_cudaEventSynchronize].calls + fns[FAKE_cudaStreamSynchronize].calls;
 }
 
 int fake_cuda_find(enum fake_cuda_fn fn, unsigned nth)

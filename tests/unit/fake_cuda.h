@@ -20,18 +20,16 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-/* The functions the fake implements (and logs). */
-#define FAKE_CUDA_FUNCTIONS(X)                                                                             \
-    X(cudaMemcpyAsync) X(cudaHostAlloc) X(cudaStreamCreateWithFlags) X(cudaStreamDestroy)                    \
-    X(cudaStreamSynchronize) X(cudaStreamQuery) X(cudaStreamWaitEvent) X(cudaStreamGetDevice)                \
-    X(cudaStreamIsCapturing) X(cudaThreadExchangeStreamCaptureMode) X(cudaLaunchHostFunc)                  \
-    X(cudaEventCreateWithFlags) X(cudaEventDestroy) X(cudaEventRecord) X(cudaEventQuery)                    \
-    X(cudaEventSynchronize) X(cudaGetDevice) X(cudaSetDevice) X(cudaGetDeviceCount)
+/* The functions the fake implements (and logs): the rows of real_api.def
+ * whose column rewrite is 1, the functions the copy rewrites call.
+ * FAKE_CUDA_IF_REWRITE_##rewrite(...) keeps its argument for those rows only. */
+#define FAKE_CUDA_IF_REWRITE_0(...)
+#define FAKE_CUDA_IF_REWRITE_1(...) __VA_ARGS__
 
 enum fake_cuda_fn {
-#define FAKE_CUDA_ENUM(fn) FAKE_##fn,
-    FAKE_CUDA_FUNCTIONS(FAKE_CUDA_ENUM)
-#undef FAKE_CUDA_ENUM
+#define US_REAL(ret, name, params, args, rewrite) FAKE_CUDA_IF_REWRITE_##rewrite(FAKE_##name,)
+#include "real_api.def"
+#undef US_REAL
     FAKE_FN_COUNT
 };
 
@@ -49,7 +47,7 @@ struct fake_cuda_call {
 };
 
 struct fake_cuda_state {
-    int devices;                   /* cudaGetDeviceCount; default 2 */
+    int devices;                   /* devices cudaSetDevice accepts; default 2 */
     bool events_busy;              /* queries say cudaErrorNotReady; syncs still succeed */
     enum cudaStreamCaptureStatus capture; /* what cudaStreamIsCapturing says for every stream */
     cudaError_t capture_query_error;      /* cudaStreamIsCapturing fails with it (cudaSuccess: no) */
@@ -73,6 +71,13 @@ void fake_cuda_fail(enum fake_cuda_fn fn, unsigned nth, unsigned count, cudaErro
 
 /* Calls of fn so far (failed ones included). */
 unsigned fake_cuda_count(enum fake_cuda_fn fn);
+
+/* Calls that held the calling thread until GPU work ended: every blocking
+ * wait the runtime offers the shim (cudaEventSynchronize,
+ * cudaStreamSynchronize). 0 is what "no host wait" means here: the fake runs
+ * a copy at call time, so a thread that returns without one of these would,
+ * on a GPU, have returned before its copy completed. */
+unsigned fake_cuda_host_waits(void);
 
 /* Index in fake_cuda.calls of the nth (0-based) call of fn, or -1. */
 int fake_cuda_find(enum fake_cuda_fn fn, unsigned nth);

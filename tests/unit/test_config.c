@@ -318,6 +318,24 @@ static void test_config_enum_choices_match_enums(void **state)
     assert_true(us_parse_enum("debug", lvl, &v) && v == US_LOG_DEBUG);
 }
 
+/* The names of an ENUM's values are read off the table (the report's mode,
+ * the rules' severities): each value's name, nothing past the last. */
+static void test_config_choice_names_come_from_the_table(void **state)
+{
+    (void)state;
+    assert_int_equal(option_index("mode"), US_OPTION_ID_mode);
+    assert_string_equal(us_config_choice_name(US_OPTION_ID_mode, US_MODE_OFF), "off");
+    assert_string_equal(us_config_choice_name(US_OPTION_ID_mode, US_MODE_WARN), "warn");
+    assert_string_equal(us_config_choice_name(US_OPTION_ID_mode, US_MODE_STRICT), "strict");
+    assert_null(us_config_choice_name(US_OPTION_ID_mode, US_MODE_STRICT + 1));
+    assert_null(us_config_choice_name(US_OPTION_ID_mode, -1));
+    assert_string_equal(us_config_choice_name(US_OPTION_ID_strict_severity, US_SEVERITY_MEDIUM), "medium");
+    assert_string_equal(us_config_choice_name(US_OPTION_ID_log_level, US_LOG_DEBUG), "debug");
+    assert_null(us_config_choice_name(US_OPTION_ID_log_max_lines, 0)); /* no ENUM */
+    /* the table itself is left as it was */
+    assert_string_equal(us_options[US_OPTION_ID_mode].range, "off|report|warn|strict");
+}
+
 /* --- sources and their order -------------------------------------------------------- */
 
 static void test_config_file_overrides_default(void **state)
@@ -981,6 +999,7 @@ int main(void)
         cmocka_unit_test(test_config_parse_range),
         cmocka_unit_test(test_config_defaults_round_trip),
         cmocka_unit_test(test_config_enum_choices_match_enums),
+        cmocka_unit_test(test_config_choice_names_come_from_the_table),
         cmocka_unit_test_setup_teardown(test_config_defaults_load, setup, teardown),
         cmocka_unit_test_setup_teardown(test_config_file_overrides_default, setup, teardown),
         cmocka_unit_test_setup_teardown(test_config_env_overrides_file, setup, teardown),

@@ -28,7 +28,7 @@
 #include "report.h"
 #include "state.h"
 
-#define SITES_MAX 4096   /* as findings.c and docs/findings.md say */
+#define SITES_MAX 4096   /* as findings_rows.h and docs/findings.md say */
 #define EVENTS_MAX 10000
 
 /* --- captured log ---------------------------------------------------------------------- */

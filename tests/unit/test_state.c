@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "state.h"
@@ -22,6 +23,30 @@ static void test_state_reentry_before_start_passes_through_without_starting(void
     assert_true(us_passthrough());
     us_state_leave();
     assert_int_equal(atomic_load(&us_state_bypass), -1); /* not started */
+}
+
+/* The start itself reaches the shim again on its own thread (the start hook
+ * here; the configuration loader's logging, a runtime call): that call
+ * passes through instead of waiting in pthread_once for the start it is
+ * part of. A wait would never end: the alarm fails the test instead. */
+static int hook_calls;
+static bool hook_saw_passthrough;
+
+static void start_hook_reenters(void)
+{
+    hook_calls++;
+    hook_saw_passthrough = us_passthrough();
+}
+
+static void test_state_reentry_during_the_start_passes_through(void **state)
+{
+    (void)state;
+    us_state_set_start_hook(start_hook_reenters);
+    alarm(10);
+    assert_false(us_passthrough()); /* starts the shim, which runs the hook */
+    alarm(0);
+    assert_int_equal(hook_calls, 1);
+    assert_true(hook_saw_passthrough);
 }
 
 static void test_state_starts_active(void **state)
@@ -59,6 +84,7 @@ int main(void)
     unsetenv("UNSTALL_CONFIG");
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_state_reentry_before_start_passes_through_without_starting),
+        cmocka_unit_test(test_state_reentry_during_the_start_passes_through),
         cmocka_unit_test(test_state_starts_active),
         cmocka_unit_test(test_state_reentry_passes_through),
         cmocka_unit_test(test_state_notes_the_first_hook),

@@ -1,0 +1,107 @@
+/* findings_rings.c - the timeline's rings of events and spans (see
+ * findings_rings.h). */
+#include "findings_rings.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "config.h"
+
+#define EVENTS_MAX US_FINDINGS_EVENTS_MAX
+#define SPANS_MAX US_FINDINGS_SPANS_MAX
+
+static struct us_report_event *events; /* ring, allocated at first use; under us_findings_lock */
+static uint64_t event_total;
+
+static pthread_mutex_t span_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct us_report_span *spans;
+static uint64_t span_total;
+
+int us_findings_thread_id(void)
+{
+    static _Thread_local int tid;
+    if (tid == 0)
+        tid = (int)syscall(SYS_gettid);
+    return tid;
+}
+
+void us_findings_event_push(const struct us_report_event *event)
+{
+    if (events == NULL)
+        events = calloc(EVENTS_MAX, sizeof *events);
+    if (events != NULL) {
+        events[event_total % EVENTS_MAX] = *event;
+        event_total++;
+    }
+}
+
+size_t us_findings_events_held(uint64_t *dropped)
+{
+    size_t ev = event_total < EVENTS_MAX ? (size_t)event_total : EVENTS_MAX;
+    *dropped = event_total - ev;
+    return ev;
+}
+
+size_t us_findings_events_copy(struct us_report_event *out)
+{
+    uint64_t dropped;
+    size_t ev = us_findings_events_held(&dropped);
+    size_t n = 0;
+    if (events != NULL)
+        for (uint64_t k = event_total - ev; k < event_total; k++)
+            out[n++] = events[k % EVENTS_MAX];
+    return n;
+}
+
+void us_findings_span(const char *name, int device, uint64_t start_ns, uint64_t end_ns, size_t bytes)
+{
+    if (us_config()->mode == US_MODE_OFF)
+        return;
+    int tid = us_findings_thread_id();
+    pthread_mutex_lock(&span_lock);
+    if (spans == NULL)
+        spans = calloc(SPANS_MAX, sizeof *spans);
+    if (spans != NULL) {
+        struct us_report_span *s = &spans[span_total % SPANS_MAX];
+        snprintf(s->name, sizeof s->name, "%s", name != NULL ? name : "span");
+        s->device = device;
+        s->tid = tid;
+        s->start_ns = start_ns;
+        s->end_ns = end_ns;
+        s->bytes = bytes;
+        span_total++;
+    }
+    pthread_mutex_unlock(&span_lock);
+}
+
+bool us_findings_spans_copy(struct us_report *r)
+{
+    pthread_mutex_lock(&span_lock);
+    size_t sp = span_total < SPANS_MAX ? (size_t)span_total : SPANS_MAX;
+    r->spans = calloc(sp > 0 ? sp : 1, sizeof *r->spans);
+    if (r->spans != NULL && spans != NULL)
+        for (uint64_t k = span_total - sp; k < span_total; k++)
+            r->spans[r->span_count++] = spans[k % SPANS_MAX];
+    r->spans_dropped = span_total - sp;
+    pthread_mutex_unlock(&span_lock);
+    return r->spans != NULL;
+}
+
+void us_findings_events_reset(void)
+{
+    free(events);
+    events = NULL;
+    event_total = 0;
+}
+
+void us_findings_spans_reset(void)
+{
+    pthread_mutex_lock(&span_lock);
+    free(spans);
+    spans = NULL;
+    span_total = 0;
+    pthread_mutex_unlock(&span_lock);
+}

@@ -1,0 +1,41 @@
+/* findings_rings.h - the timeline's rings: the latest findings as events and
+ * the latest pipeline spans (tools/unstall-report --trace). Each ring is
+ * allocated at its first use and keeps its last US_FINDINGS_EVENTS_MAX or
+ * US_FINDINGS_SPANS_MAX entries; what it dropped is counted. */
+#ifndef UNSTALL_FINDINGS_RINGS_H
+#define UNSTALL_FINDINGS_RINGS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "report.h"
+
+#define US_FINDINGS_EVENTS_MAX 10000 /* the timeline keeps the latest findings */
+#define US_FINDINGS_SPANS_MAX 10000  /* and the latest pipeline spans */
+
+/* The calling thread's id (gettid), cached per thread. */
+int us_findings_thread_id(void);
+
+/* The event ring is guarded by the rows' lock (findings_rows.h: an event
+ * names its row by id): these three are called with us_findings_lock held. */
+void us_findings_event_push(const struct us_report_event *event);
+/* The events held (at most US_FINDINGS_EVENTS_MAX) and, in *dropped, how
+ * many older ones the ring let go. */
+size_t us_findings_events_held(uint64_t *dropped);
+/* Copies the events held into out, oldest first; returns how many. */
+size_t us_findings_events_copy(struct us_report_event *out);
+
+/* A pipeline span for the timeline (tools/unstall-report --trace). Nothing in
+ * mode off. The span ring has a lock of its own. */
+void us_findings_span(const char *name, int device, uint64_t start_ns, uint64_t end_ns, size_t bytes);
+
+/* Copies the spans held into r->spans (allocated; span_count and
+ * spans_dropped set). False when memory is short. */
+bool us_findings_spans_copy(struct us_report *r);
+
+/* Tests: forget every event (called with us_findings_lock held) and span. */
+void us_findings_events_reset(void);
+void us_findings_spans_reset(void);
+
+#endif

@@ -1,0 +1,100 @@
+/* findings_rows.c - findings aggregated per (rule, call site) (see
+ * findings_rows.h). Bounded: SITES_MAX rows, then one "other sites" row per
+ * rule, so a program with endless new sites cannot grow the table. */
+#include "findings_rows.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SITES_MAX US_FINDINGS_SITES_MAX
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static struct us_findings_row *rows;                     /* by key, in creation order */
+static uint32_t row_count;
+static struct us_findings_row other_rows[US_RULE_COUNT]; /* past SITES_MAX, per rule */
+
+void us_findings_lock(void) { pthread_mutex_lock(&lock); }
+
+void us_findings_unlock(void) { pthread_mutex_unlock(&lock); }
+
+struct us_findings_row *us_findings_row_get(enum us_rule_id rule, uint64_t hash, const struct us_site *site,
+                                            const char *api)
+{
+    struct us_findings_row_key key = { .hash = hash, .rule = (uint32_t)rule };
+    struct us_findings_row *row;
+    HASH_FIND(hh, rows, &key, sizeof key, row);
+    if (row != NULL)
+        return row;
+    if (row_count < SITES_MAX && (row = calloc(1, sizeof *row)) != NULL) {
+        row->key = key;
+        row->r.id = row_count++;
+        row->r.site = *site;
+        HASH_ADD(hh, rows, key, sizeof key, row);
+    } else {
+        row = &other_rows[rule];
+        row->r.id = SITES_MAX + (uint32_t)rule;
+        row->r.other = true;
+    }
+    row->r.rule = rule;
+    if (row->r.api == NULL)
+        row->r.api = api;
+    return row;
+}
+
+bool us_findings_row_add(struct us_findings_row *row, const struct us_finding *f)
+{
+    struct us_report_row *r = &row->r;
+    bool first = r->count == 0;
+    r->count++;
+    r->bytes += f->bytes;
+    r->total_ns += f->held_ns;
+    if (f->held_ns > r->max_ns)
+        r->max_ns = f->held_ns;
+    if (f->fixed)
+        r->fixed++;
+    else
+        r->observed++;
+    if (first)
+        r->first_ns = f->start_ns;
+    r->last_ns = f->start_ns;
+    r->stream_kinds |= 1u << f->stream_kind;
+    if (f->src_device >= 0 && f->src_device < 64)
+        r->devices |= 1ull << f->src_device;
+    if (f->dst_device >= 0 && f->dst_device < 64)
+        r->devices |= 1ull << f->dst_device;
+    return first;
+}
+
+static bool other_in_use(const struct us_findings_row *row) { return row->r.count > 0 || row->r.forbidden > 0; }
+
+size_t us_findings_rows_held(void)
+{
+    size_t n = row_count;
+    for (int i = 0; i < US_RULE_COUNT; i++)
+        n += other_in_use(&other_rows[i]);
+    return n;
+}
+
+size_t us_findings_rows_copy(struct us_report_row *out)
+{
+    size_t n = 0;
+    struct us_findings_row *row, *tmp;
+    HASH_ITER(hh, rows, row, tmp)
+        out[n++] = row->r;
+    for (int i = 0; i < US_RULE_COUNT; i++)
+        if (other_in_use(&other_rows[i]))
+            out[n++] = other_rows[i].r;
+    return n;
+}
+
+void us_findings_rows_reset(void)
+{
+    struct us_findings_row *row, *tmp;
+    HASH_ITER(hh, rows, row, tmp) {
+        HASH_DEL(rows, row);
+        free(row);
+    }
+    row_count = 0;
+    memset(other_rows, 0, sizeof other_rows);
+}
