@@ -246,6 +246,15 @@ compat: shim
 bench: shim $(SCN_GPU_BIN)
 	@sh tools/bench/run.sh $(BUILD)
 
+# what the shim's building blocks cost on this CPU (no GPU): tools/bench/costs.c
+$(BUILD)/bench/costs: tools/bench/costs.c $(CORE_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $< -o $@ $(CORE_LIB) -ldl -pthread -lm
+
+.PHONY: bench-costs
+bench-costs: $(BUILD)/bench/costs
+	@$(BUILD)/bench/costs
+
 # make install PREFIX=/usr/local (DESTDIR= to stage): library, launcher, report
 # and compare tools, p2pcheck (with its probe where the CUDA runtime library is
 # there to build it), config profiles (tools/install.sh)

@@ -48,7 +48,7 @@
  * under that rwlock instead (correct, not contention-free). A writer waits
  * for a reader preempted inside its shard (a scheduler quantum on an
  * oversubscribed machine): allocations are rare, lookups are not. Lookup
- * cost: PTRTABLE_BENCH=1 in tests/unit/test_ptrtable.c.
+ * cost: make bench-costs (tools/bench/costs.c).
  *
  * Writers (insert, remove, clear) are serialised by one mutex and keep the
  * index by base (remove finds the size there). Under it they update one

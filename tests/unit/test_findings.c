@@ -1,8 +1,8 @@
 /* test_findings.c - findings: aggregation per (rule, site), sorting, the site
  * cap, the timeline rings, warn lines and their rate limit, strict mode (the
  * severity threshold, the allow-list, error once per site, abort), the report
- * at exit (text, JSON, no CUDA seen, mode off). UNSTALL_BENCH=1 also measures
- * what one finding costs. */
+ * at exit (text, JSON, no CUDA seen, mode off). What one finding costs:
+ * make bench-costs (tools/bench/costs.c). */
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
@@ -820,62 +820,6 @@ static void test_findings_report_json_unwritable(void **state)
     assert_non_null(strstr(captured(), "---- end of unstall report ----")); /* the text all the same */
 }
 
-/* --- what one finding costs (UNSTALL_BENCH=1) -------------------------------------------------- */
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-__attribute__((noinline)) static void bench_entry(struct us_site *site, bool do_record)
-{
-    us_site_capture(site);
-    if (do_record)
-        record(US_RULE_pageable_h2d, site, 1, 1, false);
-    __asm__ volatile("" ::: "memory");
-}
-
-__attribute__((noinline)) static void bench_caller(struct us_site *site, bool do_record, int depth)
-{
-    if (depth > 0)
-        bench_caller(site, do_record, depth - 1);
-    else
-        bench_entry(site, do_record);
-    __asm__ volatile("" ::: "memory");
-}
-
-static void test_findings_bench(void **state)
-{
-    (void)state;
-    const char *env = getenv("UNSTALL_BENCH");
-    if (env == NULL || env[0] == '\0' || env[0] == '0')
-        skip();
-    const int n = 200000;
-    struct us_site site;
-    bench_caller(&site, true, 8); /* warm: the unwinder, the row */
-    uint64_t t0 = now_ns();
-    for (int i = 0; i < n; i++)
-        bench_caller(&site, false, 8);
-    uint64_t t1 = now_ns();
-    for (int i = 0; i < n; i++)
-        bench_caller(&site, true, 8);
-    uint64_t t2 = now_ns();
-    for (int i = 0; i < n; i++)
-        record(US_RULE_pageable_h2d, &site, 1, 1, false);
-    uint64_t t3 = now_ns();
-    cfg.callsite_depth = 16;
-    use_config();
-    for (int i = 0; i < n; i++)
-        bench_caller(&site, true, 8);
-    uint64_t t4 = now_ns();
-    fprintf(stderr,
-            "bench: capture %.0f ns, capture+record %.0f ns, record %.0f ns (depth 6); capture+record %.0f ns "
-            "(depth 16)\n",
-            (double)(t1 - t0) / n, (double)(t2 - t1) / n, (double)(t3 - t2) / n, (double)(t4 - t3) / n);
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -906,7 +850,6 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_findings_report_nothing_found, setup, teardown),
         cmocka_unit_test_setup_teardown(test_findings_report_json_file, setup, teardown),
         cmocka_unit_test_setup_teardown(test_findings_report_json_unwritable, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_findings_bench, setup, teardown),
     };
     return cmocka_run_group_tests_name("findings", tests, NULL, NULL);
 }

@@ -1,7 +1,7 @@
 /* test_hostcopy.c - the multi-threaded host copy: byte-exact for every size
  * class and alignment, with one thread and with the pool, several callers at
- * once, fork safety. With HOSTCOPY_BENCH=1 also prints GB/s for 1 thread vs
- * N threads (HOSTCOPY_BENCH_MB, default 256). */
+ * once, fork safety. GB/s by thread count: make bench-costs
+ * (tools/bench/costs.c). */
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -200,61 +200,6 @@ static void test_hostcopy_after_fork(void **state)
     check_copy(8u << 20, 1, 2, 12); /* and the parent's pool still works */
 }
 
-/* --- benchmark (HOSTCOPY_BENCH=1) ------------------------------------------------------ */
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static double bench_gbps(unsigned threads, unsigned char *dst, const unsigned char *src, size_t n)
-{
-    set_threads(threads, 2u << 20);
-    us_hostcopy(dst, src, n); /* warm: pages touched, threads started */
-    double best = 1e30;
-    for (int rep = 0; rep < 5; rep++) {
-        double t0 = now_s();
-        us_hostcopy(dst, src, n);
-        double dt = now_s() - t0;
-        if (dt < best)
-            best = dt;
-    }
-    return (double)n / best / 1e9;
-}
-
-static void test_hostcopy_bench(void **state)
-{
-    (void)state;
-    const char *on = getenv("HOSTCOPY_BENCH");
-    if (on == NULL || strcmp(on, "1") != 0) {
-        skip();
-        return;
-    }
-    const char *mb_text = getenv("HOSTCOPY_BENCH_MB");
-    size_t mb = mb_text != NULL ? strtoul(mb_text, NULL, 10) : 256;
-    size_t n = (mb ? mb : 256) << 20;
-    unsigned char *src = malloc(n), *dst = malloc(n);
-    assert_non_null(src);
-    assert_non_null(dst);
-    memset(src, 0x5A, n);
-    memset(dst, 0, n);
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    printf("hostcopy bench: %zu MiB, %ld CPUs\n", mb, cpus);
-    static const unsigned counts[] = {1, 2, 4, 8, 16};
-    double one = 0;
-    for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++) {
-        double g = bench_gbps(counts[i], dst, src, n);
-        if (counts[i] == 1)
-            one = g;
-        printf("hostcopy bench: threads=%-2u %6.1f GB/s  (x%.2f)\n", counts[i], g, g / one);
-    }
-    assert_memory_equal(dst, src, n);
-    free(src);
-    free(dst);
-}
-
 int main(void)
 {
     unsetenv("UNSTALL_COPY_THREADS");
@@ -267,7 +212,6 @@ int main(void)
         T(test_hostcopy_many_threads),
         T(test_hostcopy_concurrent_callers),
         T(test_hostcopy_after_fork),
-        T(test_hostcopy_bench),
     };
 #undef T
     return cmocka_run_group_tests_name("hostcopy", tests, NULL, NULL);

@@ -1,8 +1,7 @@
 /* test_ptrtable.c - the table of memory ranges (shim/base/ptrtable.c).
  *
  * Addresses are numbers: the table never touches the memory it describes.
- * PTRTABLE_BENCH=1 also runs a lookup benchmark (ns per lookup, hit and miss,
- * 10k ranges), skipped otherwise. */
+ * What a lookup costs: make bench-costs (tools/bench/costs.c). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -771,131 +770,6 @@ static void test_ptrtable_clear_after_fork(void **state)
     expect_hit(stable, stable, 16 * GRAN, US_MEM_PINNED, -1); /* the parent's table is intact */
 }
 
-/* --- benchmark (PTRTABLE_BENCH=1) ------------------------------------------------------ */
-
-static double now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
-
-#define B_ADDRS 65536u /* power of two */
-#define B_LOOKUPS 20000000u
-#define B_THREADS 16u
-
-/* ns per lookup over addrs; *hits counts the hits. */
-static double bench_run(const uintptr_t *addrs, unsigned *hits)
-{
-    unsigned h = 0;
-    double t0 = now_ns();
-    for (unsigned k = 0; k < B_LOOKUPS; k++)
-        h += us_ptrtable_lookup(addrs[k & (B_ADDRS - 1)], NULL);
-    double t1 = now_ns();
-    *hits = h;
-    return (t1 - t0) / B_LOOKUPS;
-}
-
-struct bench_thread {
-    const uintptr_t *addrs;
-    unsigned hits;
-    double ns;
-};
-
-static void *bench_thread_main(void *arg)
-{
-    struct bench_thread *bt = arg;
-    bt->ns = bench_run(bt->addrs, &bt->hits);
-    return NULL;
-}
-
-static void test_ptrtable_bench(void **state)
-{
-    (void)state;
-    const char *env = getenv("PTRTABLE_BENCH");
-    if (env == NULL || env[0] != '1')
-        skip();
-    struct layout l = layout_make(10000, 0xabcdef);
-    _Static_assert((B_THREADS - 1) * 601 + 7 * 7 < 10000, "thread ranges stay inside the layout");
-    for (unsigned i = 0; i < l.n; i++)
-        us_ptrtable_insert(l.base[i], l.size[i], kind_of(i), device_of(i));
-    uintptr_t *hit = malloc(B_ADDRS * sizeof *hit);
-    uintptr_t *gap = malloc(B_ADDRS * sizeof *gap);
-    uintptr_t *far = malloc(B_ADDRS * sizeof *far);
-    assert_non_null(hit);
-    assert_non_null(gap);
-    assert_non_null(far);
-    uint64_t seed = 42;
-    for (unsigned k = 0; k < B_ADDRS; k++) {
-        unsigned i = (unsigned)(rng_next(&seed) % l.n);
-        hit[k] = l.base[i] + rng_next(&seed) % l.size[i];
-        /* a miss in a granule the table knows: the gap before a range, or past the last */
-        unsigned j = (unsigned)(rng_next(&seed) % (l.n - 1)) + 1;
-        uintptr_t gap_start = l.base[j - 1] + l.size[j - 1];
-        gap[k] = gap_start < l.base[j] ? gap_start + rng_next(&seed) % (l.base[j] - gap_start)
-                                       : l.base[l.n - 1] + l.size[l.n - 1];
-        /* a miss where the table knows nothing (pageable heap, stack) */
-        far[k] = (uintptr_t)0x5555000000000 + rng_next(&seed) % (64 * GiB);
-    }
-    unsigned hits;
-    double ns_hit = bench_run(hit, &hits);
-    assert_int_equal(hits, B_LOOKUPS);
-    double ns_gap = bench_run(gap, &hits);
-    assert_int_equal(hits, 0);
-    double ns_far = bench_run(far, &hits);
-    assert_int_equal(hits, 0);
-    printf("ptrtable bench, 10000 ranges, 1 thread: hit %.1f ns, miss in a known granule %.1f ns, "
-           "miss elsewhere %.1f ns per lookup\n",
-           ns_hit, ns_gap, ns_far);
-
-    /* with one range on the 1 GiB level, a miss probes both levels */
-    us_ptrtable_insert(REGION + 100 * TiB, 16 * GiB, US_MEM_REGISTERED, -1);
-    double ns_far2 = bench_run(far, &hits);
-    assert_int_equal(hits, 0);
-    uintptr_t *huge = malloc(B_ADDRS * sizeof *huge);
-    assert_non_null(huge);
-    for (unsigned k = 0; k < B_ADDRS; k++)
-        huge[k] = REGION + 100 * TiB + rng_next(&seed) % (16 * GiB);
-    double ns_huge = bench_run(huge, &hits);
-    assert_int_equal(hits, B_LOOKUPS);
-    free(huge);
-    printf("ptrtable bench, + one 16 GiB range: miss elsewhere %.1f ns, hit in the 16 GiB range %.1f ns per lookup\n",
-           ns_far2, ns_huge);
-
-    /* threads: each in its own 8 ranges, then all in the same 8 ranges */
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    unsigned nt = cpus > B_THREADS ? B_THREADS : cpus < 2 ? 2 : (unsigned)cpus;
-    uintptr_t *own = malloc((size_t)nt * B_ADDRS * sizeof *own);
-    assert_non_null(own);
-    for (unsigned shared = 0; shared < 2; shared++) {
-        for (unsigned t = 0; t < nt; t++) {
-            for (unsigned k = 0; k < B_ADDRS; k++) {
-                unsigned i = (shared ? 0 : t * 601) + (unsigned)(rng_next(&seed) % 8) * 7; /* < 10000 */
-                own[(size_t)t * B_ADDRS + k] = l.base[i] + rng_next(&seed) % l.size[i];
-            }
-        }
-        struct bench_thread bt[B_THREADS];
-        pthread_t th[B_THREADS];
-        for (unsigned t = 0; t < nt; t++) {
-            bt[t] = (struct bench_thread){ .addrs = own + (shared ? 0 : (size_t)t * B_ADDRS) };
-            assert_int_equal(pthread_create(&th[t], NULL, bench_thread_main, &bt[t]), 0);
-        }
-        double worst = 0;
-        for (unsigned t = 0; t < nt; t++) {
-            pthread_join(th[t], NULL);
-            assert_int_equal(bt[t].hits, B_LOOKUPS);
-            worst = bt[t].ns > worst ? bt[t].ns : worst;
-        }
-        printf("ptrtable bench, %u threads, %s: hit %.1f ns per lookup (slowest thread)\n", nt,
-               shared ? "all in the same 8 ranges" : "each in its own 8 ranges", worst);
-    }
-    free(own);
-    free(hit);
-    free(gap);
-    free(far);
-    layout_free(&l);
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -916,7 +790,6 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_ptrtable_concurrent, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ptrtable_more_threads_than_slots, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ptrtable_clear_after_fork, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_ptrtable_bench, setup, teardown),
     };
     /* PTRTABLE_TEST=pattern runs the matching tests only (cmocka's filter) */
     const char *filter = getenv("PTRTABLE_TEST");

@@ -1,0 +1,200 @@
+/* costs.c - what the shim's own building blocks cost on this CPU, no GPU
+ * needed (make bench-costs): a finding (call-site capture, then recording),
+ * a pointer-table lookup (hit and miss), and the multi-threaded host copy
+ * (GB/s by thread count). Linked against the core library, as the unit tests
+ * are, but measures instead of asserting: the figures vary with the machine
+ * and its load, so they are printed for a person, never judged by a test.
+ *
+ * Usage: BUILD/bench/costs [HOSTCOPY_MIB]   (default 256)
+ * Prints one line a figure: "costs: <what> <value> <unit>". */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "callsite.h"
+#include "config.h"
+#include "findings.h"
+#include "hostcopy.h"
+#include "ptrtable.h"
+
+static double now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+static struct us_config config;
+
+static void use_config(void)
+{
+    us_config_set(&config);
+}
+
+/* --- a finding ------------------------------------------------------------------------ */
+
+static void record_one(const struct us_site *site)
+{
+    struct us_finding f = {
+        .rule = US_RULE_pageable_h2d,
+        .api = "cudaMemcpyAsync",
+        .bytes = 4,
+        .path = US_PATH_H2D_PAGEABLE,
+        .src_device = -1,
+        .dst_device = 0,
+        .stream_kind = US_STREAM_USER,
+        .start_ns = 1000,
+        .held_ns = 1000,
+    };
+    us_findings_record(&f, site);
+}
+
+/* A call chain a few frames deep, as a program's copy would have. */
+__attribute__((noinline)) static void entry(struct us_site *site, bool record)
+{
+    us_site_capture(site);
+    if (record)
+        record_one(site);
+    __asm__ volatile("" ::: "memory");
+}
+
+__attribute__((noinline)) static void caller(struct us_site *site, bool record, int depth)
+{
+    if (depth > 0)
+        caller(site, record, depth - 1);
+    else
+        entry(site, record);
+    __asm__ volatile("" ::: "memory");
+}
+
+static void finding_costs(void)
+{
+    const int n = 200000;
+    struct us_site site;
+    caller(&site, true, 8); /* warm: the unwinder, the row */
+    double t0 = now_ns();
+    for (int i = 0; i < n; i++)
+        caller(&site, false, 8);
+    double t1 = now_ns();
+    for (int i = 0; i < n; i++)
+        caller(&site, true, 8);
+    double t2 = now_ns();
+    for (int i = 0; i < n; i++)
+        record_one(&site);
+    double t3 = now_ns();
+    printf("costs: finding.capture %.0f ns (callsite_depth %u)\n", (t1 - t0) / n, config.callsite_depth);
+    printf("costs: finding.capture_and_record %.0f ns\n", (t2 - t1) / n);
+    printf("costs: finding.record %.0f ns\n", (t3 - t2) / n);
+}
+
+/* --- the pointer table ---------------------------------------------------------------- */
+
+#define LOOKUP_ADDRS 65536u /* a power of two */
+#define LOOKUPS 20000000u
+
+static double lookups(const uintptr_t *addrs, unsigned *hits)
+{
+    unsigned h = 0;
+    double t0 = now_ns();
+    for (unsigned k = 0; k < LOOKUPS; k++)
+        h += us_ptrtable_lookup(addrs[k & (LOOKUP_ADDRS - 1)], NULL);
+    *hits = h;
+    return (now_ns() - t0) / LOOKUPS;
+}
+
+static void ptrtable_costs(void)
+{
+    /* 10000 ranges of 64 KiB .. 8 MiB with gaps, as a caching allocator leaves them */
+    const unsigned ranges = 10000;
+    const uintptr_t region = (uintptr_t)0x7f0000000000;
+    uintptr_t *base = malloc(ranges * sizeof *base), *hit = malloc(LOOKUP_ADDRS * sizeof *hit),
+              *far = malloc(LOOKUP_ADDRS * sizeof *far);
+    size_t *size = malloc(ranges * sizeof *size);
+    if (base == NULL || size == NULL || hit == NULL || far == NULL) {
+        printf("costs: ptrtable skipped (out of memory)\n");
+        exit(1);
+    }
+    uint64_t x = 42;
+    uintptr_t at = region;
+    for (unsigned i = 0; i < ranges; i++) {
+        x = x * 6364136223846793005u + 1442695040888963407u;
+        size[i] = ((size_t)64 << 10) << (x >> 61);
+        base[i] = at;
+        at += size[i] + ((size_t)64 << 10);
+        us_ptrtable_insert(base[i], size[i], US_MEM_DEVICE, 0);
+    }
+    for (unsigned k = 0; k < LOOKUP_ADDRS; k++) {
+        x = x * 6364136223846793005u + 1442695040888963407u;
+        unsigned i = (unsigned)((x >> 33) % ranges);
+        hit[k] = base[i] + (x >> 7) % size[i];
+        far[k] = (uintptr_t)0x5555000000000 + (x >> 11) % ((uint64_t)64 << 30); /* heap-like: unknown */
+    }
+    unsigned hits;
+    double ns_hit = lookups(hit, &hits);
+    unsigned hit_count = hits;
+    double ns_far = lookups(far, &hits);
+    printf("costs: ptrtable.lookup_hit %.1f ns (%u ranges, %u of %u found)\n", ns_hit, ranges, hit_count, LOOKUPS);
+    printf("costs: ptrtable.lookup_miss %.1f ns (%u found)\n", ns_far, hits);
+    free(base);
+    free(size);
+    free(hit);
+    free(far);
+}
+
+/* --- the host copy ---------------------------------------------------------------------- */
+
+static double copy_gbps(unsigned threads, unsigned char *dst, const unsigned char *src, size_t n)
+{
+    config.copy_threads = threads;
+    config.copy_thread_min = (size_t)2 << 20;
+    use_config();
+    us_hostcopy(dst, src, n); /* warm: pages touched, threads started */
+    double best = 1e30;
+    for (int rep = 0; rep < 5; rep++) {
+        double t0 = now_ns();
+        us_hostcopy(dst, src, n);
+        double dt = now_ns() - t0;
+        if (dt < best)
+            best = dt;
+    }
+    return (double)n / best;
+}
+
+static void hostcopy_costs(size_t mib)
+{
+    size_t n = mib << 20;
+    unsigned char *src = malloc(n), *dst = malloc(n);
+    if (src == NULL || dst == NULL) {
+        printf("costs: hostcopy skipped (out of memory for %zu MiB)\n", mib);
+        return;
+    }
+    memset(src, 0x5a, n);
+    memset(dst, 0, n);
+    static const unsigned counts[] = {1, 2, 4, 8, 16};
+    double one = 0;
+    for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++) {
+        double g = copy_gbps(counts[i], dst, src, n);
+        if (counts[i] == 1)
+            one = g;
+        printf("costs: hostcopy.threads_%u %.1f GB/s (x%.2f; %zu MiB, %ld CPUs)\n", counts[i], g, g / one, mib,
+               sysconf(_SC_NPROCESSORS_ONLN));
+    }
+    if (memcmp(dst, src, n) != 0)
+        printf("costs: hostcopy copied wrong bytes\n");
+    free(src);
+    free(dst);
+}
+
+int main(int argc, char **argv)
+{
+    size_t mib = argc > 1 ? strtoul(argv[1], NULL, 10) : 256;
+    us_config_load(&config, NULL, NULL, NULL, NULL);
+    use_config();
+    finding_costs();
+    ptrtable_costs();
+    hostcopy_costs(mib ? mib : 256);
+    return 0;
+}
