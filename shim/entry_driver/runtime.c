@@ -63,7 +63,9 @@ static void load(void)
         const char *slash = strrchr(libcuda, '/');
         if (slash != NULL)
             snprintf(beside, sizeof beside, "%.*s/libcudart.so.13", (int)(slash - libcuda), libcuda);
-        const char *candidates[] = { "libcudart.so.13", "libcudart.so.12", beside,
+        /* beside libcuda first: a runtime shipped with that driver (and the
+         * simulated pair in tests) */
+        const char *candidates[] = { beside, "libcudart.so.13", "libcudart.so.12",
                                      "/usr/local/cuda/lib64/libcudart.so.13" };
         for (size_t i = 0; i < sizeof candidates / sizeof candidates[0] && !ok; i++)
             ok = try_load(candidates[i]);
@@ -71,7 +73,7 @@ static void load(void)
     if (!ok)
         us_log(US_LOG_WARN, "driver layer: the program brings no dynamic CUDA runtime and none could be loaded (%s): "
                             "its copies through libcuda go native, unseen (set UNSTALL_DRIVER_RUNTIME to a libcudart)",
-               configured[0] != '\0' ? configured : "libcudart.so.13, .12, beside libcuda, /usr/local/cuda/lib64");
+               configured[0] != '\0' ? configured : "beside libcuda, libcudart.so.13, .12, /usr/local/cuda/lib64");
     atomic_store(&ready, ok);
 }
 
