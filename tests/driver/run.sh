@@ -116,6 +116,40 @@ for where in primary created; do
     done
 done
 
+# Safety: a program that never uses CUDA, under the shim and a second
+# preload that finds its puts with dlsym(RTLD_NEXT) (the shim's dlsym must
+# answer relative to the caller)
+${CC:-gcc} $cc_flags -shared -fPIC -o "$work/next_puts.so" "$here/next_puts.c" -ldl &&
+    ${CC:-gcc} $cc_flags -o "$work/no_cuda" "$here/no_cuda.c" -ldl -lm &&
+    run no-cuda-next-preload ok LD_PRELOAD="$preload $work/next_puts.so" "$work/no_cuda" && pass no-cuda-next-preload
+if [ "$target" = fake ]; then
+    # a dynamic runtime beside the program's own driver calls: the shim works
+    # with it and loads none of its own
+    name=drv_copies-with-dynamic-runtime
+    run "$name" ok LD_PRELOAD="$preload $fake/libcudart.so.13" UNSTALL_REPORT="$work/$name.json" \
+        "$work/drv_copies" static primary &&
+        if grep -q "for the shim's own work" "$work/$name.out"; then
+            fail "$name" "loaded a runtime of its own beside the program's"
+        else
+            check "$name" --require pageable_d2h:cuMemcpyDtoHAsync_v2:fixed
+        fi
+    # graph capture through the driver layer: every outcome as native
+    name=capture-static
+    if ${CC:-gcc} $cc_flags -I"$here/../fakecuda" -o "$work/capture_static" "$here/../capture/capture_conform.c" \
+        "$fake/libcudart_static.a" -L"$fake" -l:libcuda.so.1 -ldl -pthread -Wl,-rpath,"$fake"; then
+        timeout -k 5 120 "$work/capture_static" >"$work/$name-native.out" 2>&1
+        env LD_PRELOAD="$preload" timeout -k 5 120 "$work/capture_static" >"$work/$name-shim.out" 2>"$work/$name-shim.err"
+        if [ -s "$work/$name-native.out" ] && cmp -s "$work/$name-native.out" "$work/$name-shim.out" &&
+            grep -q "captured into a graph goes native" "$work/$name-shim.err"; then
+            pass "$name"
+        else
+            fail "$name" "$(diff "$work/$name-native.out" "$work/$name-shim.out" | head -3 | tr '\n' ' ')"
+        fi
+    else
+        fail "$name" "does not build"
+    fi
+fi
+
 echo "driver: $passed passed, $failed failed"
 if [ "$failed" -eq 0 ]; then rm -rf "$work"; else echo "driver: outputs kept in $work"; fi
 [ "$failed" -eq 0 ]
