@@ -3,8 +3,10 @@
 # and in a context of their own (cuCtxCreate), natively and under the shim:
 #   ctx_copies         runtime API, dynamic runtime (-lcudart)
 #   ctx_copies_static  the same source with the runtime linked in (fake:
-#                      libcudart_static.a; gpu: nvcc's default -cudart static):
-#                      it reaches libcuda only through dlopen + cuGetProcAddress
+#                      libcudart_static.a; gpu: -lcudart_static, and
+#                      ctx_copies_nvcc built with plain nvcc, whose default it
+#                      is): it reaches libcuda only through dlopen +
+#                      cuGetProcAddress
 #   drv_copies         driver API only: dlopen libcuda.so.1, cuGetProcAddress
 #                      ("driver": the 4-argument form, flags 0) or the static
 #                      runtime's sequence ("static": cuGetProcAddress_v2, then
@@ -38,7 +40,9 @@ if [ "$target" = gpu ]; then
         -lcudart -lcuda -Wl,-rpath,"$cuda/lib64" &&
         ${CC:-gcc} $cc_flags -o "$work/ctx_copies_static" "$here/ctx_copies.c" -L"$cuda/lib64" -L"$cuda/lib64/stubs" \
             -lcudart_static -lcuda -ldl -lrt -pthread &&
-        ${CC:-gcc} $cc_flags -o "$work/drv_copies" "$here/drv_copies.c" -ldl
+        ${CC:-gcc} $cc_flags -o "$work/drv_copies" "$here/drv_copies.c" -ldl &&
+        # as a user builds it: plain nvcc, whose default is the static runtime
+        ${NVCC:-$cuda/bin/nvcc} -O1 -o "$work/ctx_copies_nvcc" "$here/ctx_copies.c" -L"$cuda/lib64/stubs" -lcuda
     devices=$(nvidia-smi -L 2>/dev/null | wc -l)
 else
     ${CC:-gcc} $cc_flags -o "$work/ctx_copies" "$here/ctx_copies.c" -L"$fake" -lcudart -l:libcuda.so.1 -Wl,-rpath,"$fake" &&
@@ -89,12 +93,15 @@ for where in primary created; do
         check "$name" --require "pageable_d2h:cudaMemcpy:$how" --require "pageable_d2h:cudaMemcpyAsync:$how" \
             ${peer:+--require "staged_peer:cudaMemcpyPeerAsync:$how"} --only-prefix cuda
 
-    name=ctx_copies_static-native-$where
-    run "$name" ok "$work/ctx_copies_static" "$where" && pass "$name"
-    name=ctx_copies_static-shim-$where
-    run "$name" ok LD_PRELOAD="$preload" UNSTALL_REPORT="$work/$name.json" "$work/ctx_copies_static" "$where" &&
-        check "$name" --require "pageable_d2h:cuMemcpyDtoH_v2:$how" --require "pageable_d2h:cuMemcpyDtoHAsync_v2:$how" \
-            --require "pageable_h2d:cuMemcpyHtoDAsync_v2:$how" ${peer:+--require "staged_peer:cuMemcpyPeerAsync:$how"}
+    for prog in ctx_copies_static ctx_copies_nvcc; do
+        [ -x "$work/$prog" ] || continue
+        name=$prog-native-$where
+        run "$name" ok "$work/$prog" "$where" && pass "$name"
+        name=$prog-shim-$where
+        run "$name" ok LD_PRELOAD="$preload" UNSTALL_REPORT="$work/$name.json" "$work/$prog" "$where" &&
+            check "$name" --require "pageable_d2h:cuMemcpyDtoH_v2:$how" --require "pageable_d2h:cuMemcpyDtoHAsync_v2:$how" \
+                --require "pageable_h2d:cuMemcpyHtoDAsync_v2:$how" ${peer:+--require "staged_peer:cuMemcpyPeerAsync:$how"}
+    done
 
     for style in driver static; do
         prog="$work/drv_copies $style $where"
