@@ -51,8 +51,8 @@ static inline void us_state_note_call(void)
 }
 static inline bool us_state_was_hooked(void) { return atomic_load_explicit(&us_state_hooked, memory_order_relaxed) != 0; }
 
-/* Whether the driver layer handed out a wrapper of a libcuda function (the
- * report then says what that layer cannot reach). */
+/* Whether a call reached the driver layer and was handled there, not passed
+ * through (the report then says what that layer cannot reach). */
 extern _Atomic int us_state_driver_layer;
 static inline void us_state_note_driver_layer(void)
 {

@@ -53,6 +53,7 @@ static CUresult run_copy(struct us_copy *c)
         return CUDA_ERROR_NOT_FOUND; /* never handed out before its real function is known */
     if (us_passthrough())
         return (CUresult)us_copy_native(c);
+    us_state_note_driver_layer(); /* the report says once what this layer cannot reach */
     /* classification and pipelines are runtime calls: a program without a
      * dynamic runtime gets one loaded for the shim's work, else native */
     if (!us_drv_runtime_ready())
@@ -85,6 +86,7 @@ static CUresult watched_sync(const char *api, CUresult (*sync0)(void), CUresult 
     if (us_passthrough() || !us_drv_runtime_ready())
         return sync0 != NULL ? sync0() : sync1(ctx);
     us_state_note_call();
+    us_state_note_driver_layer();
     struct us_watch w;
     if (!us_watch_begin(&w, US_RULE_explicit_sync, api))
         return (CUresult)US_ERR_FORBIDDEN;

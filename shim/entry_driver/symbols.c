@@ -109,10 +109,8 @@ void *us_drv_substitute(void *p)
     if (p == NULL || !layer_on() || !identify(p))
         return p;
     for (int i = 0; i < US_DRV_FN_COUNT; i++)
-        if (real_fns[i] == p) {
-            us_state_note_driver_layer();
+        if (real_fns[i] == p)
             return wrapped[i].wrapper;
-        }
     return p;
 }
 

@@ -3,11 +3,14 @@
 
 Usage: check_report.py REPORT.json [--require RULE:API[:fixed|:native]]...
                                    [--only-prefix PREFIX] [--none]
+                                   [--driver-layer yes|no]
   --require      a finding of RULE named API (fixed: at least one of its
                  calls rewritten; native: none rewritten)
   --only-prefix  every finding's API starts with PREFIX ("cuda": a runtime
                  copy was handled at the runtime layer only, not again below)
   --none         no finding at all, and no CUDA call reached the shim
+  --driver-layer whether the report says what the driver layer cannot reach
+                 (it does once a call was handled there)
 Prints what is wrong and exits 1, or exits 0 silently.
 """
 import argparse
@@ -21,6 +24,7 @@ def main():
     ap.add_argument('--require', action='append', default=[])
     ap.add_argument('--only-prefix')
     ap.add_argument('--none', action='store_true')
+    ap.add_argument('--driver-layer', choices=('yes', 'no'))
     args = ap.parse_args()
     try:
         with open(args.report, encoding='utf-8') as f:
@@ -36,6 +40,11 @@ def main():
                             + ', '.join(sorted({f["rule"] + ":" + f["api"] for f in findings})))
         if report.get('hooked'):
             problems.append('a CUDA call reached the shim, expected none')
+    said = report.get('driver_layer') is not None
+    if args.driver_layer == 'yes' and not said:
+        problems.append('"driver_layer" is null: the report does not say what the driver layer cannot reach')
+    if args.driver_layer == 'no' and said:
+        problems.append('"driver_layer" is set: a call was handled at the driver layer')
     for want in args.require:
         rule, api, *how = want.split(':')
         rows = [f for f in findings if f['rule'] == rule and f['api'] == api]

@@ -91,7 +91,7 @@ for where in primary created; do
     name=ctx_copies-shim-$where
     run "$name" ok LD_PRELOAD="$preload" UNSTALL_REPORT="$work/$name.json" "$work/ctx_copies" "$where" &&
         check "$name" --require "pageable_d2h:cudaMemcpy:$how" --require "pageable_d2h:cudaMemcpyAsync:$how" \
-            ${peer:+--require "staged_peer:cudaMemcpyPeerAsync:$how"} --only-prefix cuda
+            ${peer:+--require "staged_peer:cudaMemcpyPeerAsync:$how"} --only-prefix cuda --driver-layer no
 
     for prog in ctx_copies_static ctx_copies_nvcc; do
         [ -x "$work/$prog" ] || continue
@@ -114,12 +114,12 @@ for where in primary created; do
                 --require "pageable_d2h:cuMemcpyDtoHAsync_v2:$how" --require "pageable_d2h:cuMemcpyDtoHAsync_v2_ptsz:$how" \
                 --require "pageable_h2d:cuMemcpyHtoDAsync_v2_ptsz:$how" --require "pageable_d2h:cuMemcpyAsync:$how" \
                 ${peer:+--require "staged_peer:cuMemcpyPeerAsync:$how" --require "staged_peer:cuMemcpyPeer:$how"} \
-                --require explicit_sync:cuCtxSynchronize_v2 --only-prefix cu
+                --require explicit_sync:cuCtxSynchronize_v2 --only-prefix cu --driver-layer yes
         name=drv_copies-$style-strict-$where
         run "$name" refused LD_PRELOAD="$preload" UNSTALL_MODE=strict $prog strict && pass "$name"
         name=drv_copies-$style-layer-off-$where
         run "$name" ok LD_PRELOAD="$preload" UNSTALL_DRIVER_LAYER=0 UNSTALL_REPORT="$work/$name.json" $prog &&
-            check "$name" --none
+            check "$name" --none --driver-layer no
     done
 done
 
