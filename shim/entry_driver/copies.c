@@ -11,7 +11,7 @@
  * while the shim steps aside, goes to the real function unchanged. */
 #include "driver_layer.h"
 
-#include <stdatomic.h>
+#include <pthread.h>
 
 #include "device_state.h"
 #include "log.h"
@@ -20,18 +20,21 @@
 
 /* The device of a context, for cuMemcpyPeer*: -2 when it cannot be told
  * (the chain then finds the devices disagree with the pointers: native). */
+static CUresult (*get_device_v2)(CUdevice *, CUcontext);
+static CUresult (*push)(CUcontext), (*pop)(CUcontext *), (*get_device)(CUdevice *);
+static pthread_once_t context_fns_once = PTHREAD_ONCE_INIT;
+
+static void resolve_context_fns(void)
+{
+    *(void **)&get_device_v2 = us_drv_lookup("cuCtxGetDevice_v2");
+    *(void **)&push = us_drv_lookup("cuCtxPushCurrent_v2");
+    *(void **)&pop = us_drv_lookup("cuCtxPopCurrent_v2");
+    *(void **)&get_device = us_drv_lookup("cuCtxGetDevice");
+}
+
 static int context_device(CUcontext ctx)
 {
-    static CUresult (*get_device_v2)(CUdevice *, CUcontext);
-    static CUresult (*push)(CUcontext), (*pop)(CUcontext *), (*get_device)(CUdevice *);
-    static atomic_bool resolved;
-    if (!atomic_load_explicit(&resolved, memory_order_acquire)) {
-        *(void **)&get_device_v2 = us_drv_lookup("cuCtxGetDevice_v2");
-        *(void **)&push = us_drv_lookup("cuCtxPushCurrent_v2");
-        *(void **)&pop = us_drv_lookup("cuCtxPopCurrent_v2");
-        *(void **)&get_device = us_drv_lookup("cuCtxGetDevice");
-        atomic_store_explicit(&resolved, true, memory_order_release);
-    }
+    pthread_once(&context_fns_once, resolve_context_fns); /* after identification: a wrapper ran */
     CUdevice dev = -2;
     if (ctx == NULL)
         return -2;
