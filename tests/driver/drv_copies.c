@@ -199,6 +199,9 @@ int main(int argc, char **argv)
     fill(src, n, 3);
     CUresult first = cu.htod[0](d, src, n);
     if (strict) {
+        free(src);
+        free(back);
+        free(zeros);
         if (first == CUDA_ERROR_NOT_PERMITTED) {
             puts("refused");
             return 0;
