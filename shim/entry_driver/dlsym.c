@@ -29,8 +29,14 @@ __attribute__((visibility("hidden"))) dlsym_fn us_drv_dlsym_next;
 __attribute__((visibility("hidden"))) dlsym_fn us_drv_dlsym_resolve(void);
 __attribute__((visibility("hidden"))) void *us_drv_dlsym_handle(void *handle, const char *name);
 
+/* A sanitizer's runtime, preloaded first, looks up the functions it
+ * intercepts with dlsym(RTLD_NEXT) while it initializes: this dlsym then
+ * runs before the sanitizer can record anything, so the code on that path
+ * is left uninstrumented. */
+#define US_BEFORE_SANITIZERS __attribute__((no_sanitize("address", "thread", "undefined")))
+
 /* Called by the assembly the first time (and until found). */
-dlsym_fn us_drv_dlsym_resolve(void)
+US_BEFORE_SANITIZERS dlsym_fn us_drv_dlsym_resolve(void)
 {
     dlsym_fn next = __atomic_load_n(&us_drv_dlsym_next, __ATOMIC_ACQUIRE);
     if (next != NULL)
