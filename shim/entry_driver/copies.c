@@ -14,7 +14,6 @@
 #include <pthread.h>
 
 #include "device_state.h"
-#include "log.h"
 #include "state.h"
 #include "watch.h"
 

@@ -65,6 +65,12 @@ void *us_drv_dlsym_handle(void *handle, const char *name)
 }
 
 #if defined(__x86_64__)
+/* an indirect-branch target where the build marks code for CET/IBT */
+#if defined(__CET__) && (__CET__ & 1)
+#define US_ENDBR "    endbr64\n"
+#else
+#define US_ENDBR ""
+#endif
 /* dlsym(handle, name): rdi, rsi. Pseudo-handles (RTLD_DEFAULT 0, RTLD_NEXT
  * -1) jump to the C library's dlsym; a real handle goes to
  * us_drv_dlsym_handle; before the C library's is known, resolve it (the
@@ -76,6 +82,7 @@ __asm__(".text\n"
         ".p2align 4\n"
         "dlsym:\n"
         "    .cfi_startproc\n"
+        US_ENDBR
         "0:  movq us_drv_dlsym_next(%rip), %rax\n"
         "    testq %rax, %rax\n"
         "    jz 2f\n"

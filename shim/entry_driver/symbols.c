@@ -18,8 +18,6 @@
 #include <string.h>
 
 #include "config.h"
-#include "log.h"
-#include "state.h"
 
 struct wrapped {
     const char *name;
