@@ -18,6 +18,9 @@
 # rewritten in the primary context, native in a created one; strict mode
 # refuses a pageable copy of drv_copies; UNSTALL_DRIVER_LAYER=0 leaves the
 # driver-only programs as they are natively (no CUDA call reaches the shim).
+# Fake only: safety runs (a program without CUDA, a second preload, two
+# runtimes, graph capture) and the scenario programs A-E linked with the
+# runtime inside, through tests/scenarios/run.sh.
 # Prints "PASS name" / "FAIL name: why" and "driver: N passed, M failed".
 #
 # Usage: tests/driver/run.sh [BUILD_DIR] [fake|gpu]   (make shim fakecuda)
@@ -154,6 +157,29 @@ if [ "$target" = fake ]; then
         fi
     else
         fail "$name" "does not build"
+    fi
+fi
+
+if [ "$target" = fake ]; then
+    # the scenario programs A-E with the runtime linked in: every check of
+    # tests/scenarios (data, and the stalls the shim removes) through the
+    # driver layer
+    name=scenarios-static
+    mkdir -p "$work/scenarios"
+    common=$(ls "$here"/../scenarios/*.c | grep -v -e /case_ -e /kernels)
+    built=yes
+    for src in "$here"/../scenarios/case_*.c; do
+        ${CC:-gcc} $cc_flags -I"$here/../scenarios" -o "$work/scenarios/$(basename "$src" .c)" "$src" $common \
+            "$here/../scenarios/kernels_fake.c" "$fake/libcudart_static.a" -L"$fake" -l:libcuda.so.1 -ldl -pthread -lm \
+            -Wl,-rpath,"$fake" || built=
+    done
+    if [ -z "$built" ]; then
+        fail "$name" "does not build"
+    elif env SCN_BIN="$work/scenarios" SCN_OUT="$work/scenario-runs" SCN_MODES="${SCN_MODES:-native shim}" \
+        sh "$here/../scenarios/run.sh" "$build" >"$work/$name.out" 2>&1; then
+        pass "$name"
+    else
+        fail "$name" "$(grep -v '^PASS' "$work/$name.out" | head -3 | tr '\n' ' ')"
     fi
 fi
 
