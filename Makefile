@@ -73,7 +73,7 @@ STRESS_DEPS := $(STRESS_SRC) tests/stress/stress_kernels.h
 all: shim fakecuda scenarios
 
 shim: $(SHIM)
-fakecuda: $(FAKE_LIB)
+fakecuda: $(FAKE_LIB) $(FAKE_DIR)/libcudart_static.a
 scenarios: $(SCN_BIN)
 
 # --- build dependencies -------------------------------------------------------
@@ -128,6 +128,14 @@ $(FAKE_LIB): $(FAKE_GEN)/runtime.o $(FAKE_GEN)/trampolines.o tests/fakecuda/libc
 	@mkdir -p $(FAKE_DIR)
 	$(CC) -shared $(SAN_FLAGS) -o $@ $(FAKE_GEN)/runtime.o $(FAKE_GEN)/trampolines.o -Wl,-soname,libcudart.so.13 -Wl,--version-script=tests/fakecuda/libcudart.map -Wl,-rpath,'$$ORIGIN' -ldl -pthread
 	ln -sf libcudart.so.13 $(FAKE_DIR)/libcudart.so
+
+# The same runtime as an archive: a program linked with it carries the
+# runtime inside and reaches libcuda.so.1 only through dlopen and
+# cuGetProcAddress, as a program built with nvcc's default static runtime
+# (tests/driver).
+$(FAKE_DIR)/libcudart_static.a: $(FAKE_GEN)/runtime.o $(FAKE_GEN)/trampolines.o
+	@mkdir -p $(FAKE_DIR)
+	rm -f $@ && ar rcs $@ $^
 
 $(BUILD)/fakecuda/test_%: tests/fakecuda/tests/test_%.c $(FAKE_LIB)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -Itests/fakecuda $< -o $@ -L$(FAKE_DIR) -lcudart -l:libcuda.so.1 -ldl -lcmocka -pthread -lm -Wl,-rpath,'$$ORIGIN'

@@ -12,6 +12,7 @@
 _Atomic int us_state_bypass = -1;
 _Thread_local int us_state_depth;
 _Atomic int us_state_hooked;
+_Atomic int us_state_driver_layer;
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static void (*_Atomic start_hook)(void);
 

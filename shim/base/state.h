@@ -51,6 +51,19 @@ static inline void us_state_note_call(void)
 }
 static inline bool us_state_was_hooked(void) { return atomic_load_explicit(&us_state_hooked, memory_order_relaxed) != 0; }
 
+/* Whether a call reached the driver layer and was handled there, not passed
+ * through (the report then says what that layer cannot reach). */
+extern _Atomic int us_state_driver_layer;
+static inline void us_state_note_driver_layer(void)
+{
+    if (!__atomic_load_n((int *)&us_state_driver_layer, __ATOMIC_RELAXED))
+        __atomic_store_n((int *)&us_state_driver_layer, 1, __ATOMIC_RELAXED);
+}
+static inline bool us_state_driver_layer_used(void)
+{
+    return atomic_load_explicit(&us_state_driver_layer, memory_order_relaxed) != 0;
+}
+
 static inline uint64_t us_now_ns(void)
 {
     struct timespec ts;

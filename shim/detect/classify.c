@@ -75,7 +75,7 @@ static enum us_copy_path path_of(const struct us_copy *c, size_t src_room, size_
     bool src_host = is_host(s->kind), dst_host = is_host(d->kind);
     if ((!src_host && s->kind != US_MEM_DEVICE) || (!dst_host && d->kind != US_MEM_DEVICE))
         return US_PATH_UNKNOWN; /* unknown or managed memory */
-    if (c->api == US_API_MEMCPY_PEER || c->api == US_API_MEMCPY_PEER_ASYNC) {
+    if (us_copy_is_peer(c)) {
         /* the devices are given: they must agree with the pointers */
         if (src_host || dst_host || s->device != c->peer_src_device || d->device != c->peer_dst_device)
             return US_PATH_UNKNOWN;

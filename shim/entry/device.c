@@ -37,7 +37,9 @@ US_EXPORT cudaError_t cudaDeviceSynchronize(void)
     struct us_watch w;
     if (!us_watch_begin(&w, US_RULE_explicit_sync, __func__))
         return US_ERR_FORBIDDEN;
+    us_state_enter(); /* its cuCtxSynchronize passes the driver layer straight through */
     cudaError_t err = real_fn();
+    us_state_leave();
     us_watch_end(&w, NULL, US_STREAM_USER, us_current_device(), 0);
     return err;
 }

@@ -77,6 +77,7 @@ struct us_report *us_findings_collect(void)
     r->mode = mode_name(us_config()->mode);
     r->hooked = us_state_was_hooked();
     us_cuda_use_probe(r->hooked, &r->cuda);
+    r->driver_layer = us_state_driver_layer_used();
     r->origin_mono_ns = origin_mono_ns;
     r->origin_real_ns = origin_real_ns;
     r->now_mono_ns = us_now_ns();

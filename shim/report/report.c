@@ -236,6 +236,11 @@ static int rule_totals(const struct us_report *r, struct rule_total t[US_RULE_CO
     return n; /* sorted by time: rules only forbidden (time 0) come last */
 }
 
+const char us_report_driver_layer_reach[] =
+    "the driver layer saw the copies the program made through libcuda (functions taken with dlsym, "
+    "cuGetProcAddress or cudaGetDriverEntryPoint); out of its reach: functions a program takes with dlvsym, "
+    "calls linked directly against libcuda (-lcuda), and a libcuda loaded in another linker namespace (dlmopen)";
+
 /* --- text ------------------------------------------------------------------------------- */
 
 char *us_report_text(const struct us_report *r, unsigned top)
@@ -253,6 +258,8 @@ char *us_report_text(const struct us_report *r, unsigned top)
     buf_printf(&b, "%s---- unstall report: %s (pid %ld%s), mode %s, ran %s ----\n", pre, who, r->pid, rank,
                r->mode != NULL ? r->mode : "?", us_report_time(ran, held, sizeof held));
 
+    if (r->driver_layer)
+        buf_printf(&b, "%s%s\n", pre, us_report_driver_layer_reach);
     if (!r->hooked) {
         switch (r->cuda.use) {
         case US_CUDA_USE_RUNTIME_IDLE:
@@ -422,6 +429,12 @@ char *us_report_json(const struct us_report *r)
     buf_json_string(&b, r->mode != NULL ? r->mode : "?");
     buf_printf(&b, ",\n  \"hooked\": %s,\n  \"cuda\": \"%s\",\n  \"started\": \"%s\",\n", r->hooked ? "true" : "false",
                us_cuda_use_name(r->hooked ? US_CUDA_USE_RUNTIME : r->cuda.use), started);
+    buf_printf(&b, "  \"driver_layer\": ");
+    if (r->driver_layer)
+        buf_json_string(&b, us_report_driver_layer_reach);
+    else
+        buf_printf(&b, "null");
+    buf_printf(&b, ",\n");
     buf_printf(&b, "  \"clock\": {\"monotonic_ns\": %llu, \"realtime_ns\": %llu},\n",
                (unsigned long long)r->origin_mono_ns, (unsigned long long)r->origin_real_ns);
     buf_printf(&b, "  \"ended_ns\": %llu,\n", (unsigned long long)r->now_mono_ns);

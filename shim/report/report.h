@@ -64,6 +64,7 @@ struct us_report {
     const char *mode;     /* "report", "warn", "strict" */
     bool hooked;          /* any CUDA runtime call reached the shim */
     struct us_cuda_use_info cuda; /* how CUDA was used, when not hooked */
+    bool driver_layer;    /* a call was handled at the driver layer (shim/entry_driver) */
     uint64_t origin_mono_ns, origin_real_ns; /* one instant on both clocks */
     uint64_t now_mono_ns; /* when the report was taken */
     struct us_report_row *rows; /* sorted: most time held first */
@@ -76,6 +77,10 @@ struct us_report {
     uint64_t spans_dropped;
     char json_path[4096]; /* where the JSON went, "" when not written */
 };
+
+/* What the driver layer sees and cannot see, said once in the report when
+ * it was used (text, and the JSON's "driver_layer"). */
+extern const char us_report_driver_layer_reach[];
 
 /* Sort rows as the report shows them: total time held, then count, then rule. */
 void us_report_sort(struct us_report_row *rows, size_t count);

@@ -1,13 +1,30 @@
 #!/bin/sh
-# Programs that work in CUDA contexts of their own (cuCtxCreate) or in the
-# primary one, under the shim on the simulated runtime and driver: every
-# byte right, no error, the current context left alone. Prints "PASS name" /
-# "FAIL name: why" and "driver: N passed, M failed".
+# Programs as the shim meets them at either layer, in the primary context
+# and in a context of their own (cuCtxCreate), natively and under the shim:
+#   ctx_copies         runtime API, dynamic runtime (-lcudart)
+#   ctx_copies_static  the same source with the runtime linked in (fake:
+#                      libcudart_static.a; gpu: -lcudart_static, and
+#                      ctx_copies_nvcc built with plain nvcc, whose default it
+#                      is): it reaches libcuda only through dlopen +
+#                      cuGetProcAddress
+#   drv_copies         driver API only: dlopen libcuda.so.1, cuGetProcAddress
+#                      ("driver": the 4-argument form, flags 0) or the static
+#                      runtime's sequence ("static": cuGetProcAddress_v2, then
+#                      through itself, each copy function with the legacy and
+#                      the per-thread flag)
+# Every byte right, no error, the current context left alone; under the shim
+# the JSON report names the API the program's copies went through (the
+# runtime's for ctx_copies and nothing below it, the driver's otherwise),
+# rewritten in the primary context, native in a created one; strict mode
+# refuses a pageable copy of drv_copies; UNSTALL_DRIVER_LAYER=0 leaves the
+# driver-only programs as they are natively (no CUDA call reaches the shim).
+# Fake only: safety runs (a program without CUDA, a second preload, two
+# runtimes, graph capture) and the scenario programs A-E linked with the
+# runtime inside, through tests/scenarios/run.sh.
+# Prints "PASS name" / "FAIL name: why" and "driver: N passed, M failed".
 #
 # Usage: tests/driver/run.sh [BUILD_DIR] [fake|gpu]   (make shim fakecuda)
-# gpu: the same program over the real runtime and driver, built twice: with
-# the shared runtime and with the static one (nvcc's default), in the primary
-# and in a created context, natively and under the shim (make gpu-test).
+# gpu: the same programs over the real runtime and driver (make gpu-test).
 build=$(cd "${1:-build}" && pwd) || exit 1
 target=${2:-fake}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -25,27 +42,149 @@ if [ "$target" = gpu ]; then
     ${CC:-gcc} $cc_flags -o "$work/ctx_copies" "$here/ctx_copies.c" -L"$cuda/lib64" -L"$cuda/lib64/stubs" \
         -lcudart -lcuda -Wl,-rpath,"$cuda/lib64" &&
         ${CC:-gcc} $cc_flags -o "$work/ctx_copies_static" "$here/ctx_copies.c" -L"$cuda/lib64" -L"$cuda/lib64/stubs" \
-            -lcudart_static -lcuda -ldl -lrt -pthread
+            -lcudart_static -lcuda -ldl -lrt -pthread &&
+        ${CC:-gcc} $cc_flags -o "$work/drv_copies" "$here/drv_copies.c" -ldl &&
+        # as a user builds it: plain nvcc, whose default is the static runtime
+        ${NVCC:-$cuda/bin/nvcc} -O1 -o "$work/ctx_copies_nvcc" "$here/ctx_copies.c" -L"$cuda/lib64/stubs" -lcuda
+    devices=$(nvidia-smi -L 2>/dev/null | wc -l)
 else
-    ${CC:-gcc} $cc_flags -o "$work/ctx_copies" "$here/ctx_copies.c" -L"$fake" -lcudart -l:libcuda.so.1 -Wl,-rpath,"$fake"
+    ${CC:-gcc} $cc_flags -o "$work/ctx_copies" "$here/ctx_copies.c" -L"$fake" -lcudart -l:libcuda.so.1 -Wl,-rpath,"$fake" &&
+        ${CC:-gcc} $cc_flags -o "$work/ctx_copies_static" "$here/ctx_copies.c" "$fake/libcudart_static.a" -L"$fake" \
+            -l:libcuda.so.1 -ldl -pthread -Wl,-rpath,"$fake" &&
+        ${CC:-gcc} $cc_flags -o "$work/drv_copies" "$here/drv_copies.c" -ldl -Wl,-rpath,"$fake"
+    export FAKECUDA_DEVICES=2
+    devices=2
 fi || { echo "FAIL build"; echo "driver: 0 passed, 1 failed"; exit 1; }
+# drv_copies links nothing of CUDA: its dlopen("libcuda.so.1") finds the simulated driver here
+[ "$target" = gpu ] || export LD_LIBRARY_PATH="$fake${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 
-export FAKECUDA_DEVICES=2 UNSTALL_CHUNK_BYTES=256k UNSTALL_SLOTS=4
+export UNSTALL_CHUNK_BYTES=256k UNSTALL_SLOTS=4
 export UNSTALL_PEER_MIN_BYTES=0 UNSTALL_H2D_MIN_BYTES=0 UNSTALL_D2H_MIN_BYTES=0
 export UNSTALL_MODE=report UNSTALL_LOG_LEVEL=info
 
-# name, then env assignments, then the program's arguments
+# name, expected last line, then env assignments, then the program and its arguments
 run() {
-    name=$1; shift
+    name=$1 want=$2; shift 2
     out=$work/$name.out
-    if env "$@" >"$out" 2>&1 && grep -qx ok "$out"; then pass "$name"; else fail "$name" "$(tail -3 "$out" | tr '\n' ' ')"; fi
+    if env "$@" >"$out" 2>&1 && [ "$(tail -1 "$out")" = "$want" ]; then
+        return 0
+    fi
+    fail "$name" "$(tail -3 "$out" | tr '\n' ' ')"
+    return 1
 }
-for prog in "$work"/ctx_copies*; do
-    for where in primary created; do
-        run "$(basename "$prog")-native-$where" "$prog" "$where"
-        run "$(basename "$prog")-shim-$where" LD_PRELOAD="$preload" "$prog" "$where"
+# name, then check_report.py's arguments after the report
+check() {
+    name=$1; shift
+    if why=$(python3 "$here/check_report.py" "$work/$name.json" "$@"); then
+        pass "$name"
+    else
+        fail "$name" "$(echo "$why" | tr '\n' ' ')"
+    fi
+}
+
+for where in primary created; do
+    # fixed in the primary context; in a created one reported, native (docs/architecture.md)
+    how=fixed
+    [ "$where" = created ] && how=native
+    peer=
+    [ "$devices" -gt 1 ] && peer=yes
+
+    name=ctx_copies-native-$where
+    run "$name" ok "$work/ctx_copies" "$where" && pass "$name"
+    name=ctx_copies-shim-$where
+    run "$name" ok LD_PRELOAD="$preload" UNSTALL_REPORT="$work/$name.json" "$work/ctx_copies" "$where" &&
+        check "$name" --require "pageable_d2h:cudaMemcpy:$how" --require "pageable_d2h:cudaMemcpyAsync:$how" \
+            ${peer:+--require "staged_peer:cudaMemcpyPeerAsync:$how"} --only-prefix cuda --driver-layer no
+
+    for prog in ctx_copies_static ctx_copies_nvcc; do
+        [ -x "$work/$prog" ] || continue
+        name=$prog-native-$where
+        run "$name" ok "$work/$prog" "$where" && pass "$name"
+        name=$prog-shim-$where
+        run "$name" ok LD_PRELOAD="$preload" UNSTALL_REPORT="$work/$name.json" "$work/$prog" "$where" &&
+            check "$name" --require "pageable_d2h:cuMemcpyDtoH_v2:$how" --require "pageable_d2h:cuMemcpyDtoHAsync_v2:$how" \
+                --require "pageable_h2d:cuMemcpyHtoDAsync_v2:$how" ${peer:+--require "staged_peer:cuMemcpyPeerAsync:$how"}
+    done
+
+    for style in driver static; do
+        prog="$work/drv_copies $style $where"
+        name=drv_copies-$style-native-$where
+        run "$name" ok $prog && pass "$name"
+        name=drv_copies-$style-shim-$where
+        run "$name" ok LD_PRELOAD="$preload" UNSTALL_REPORT="$work/$name.json" $prog &&
+            check "$name" --require "pageable_h2d:cuMemcpyHtoD_v2:$how" --require "pageable_d2h:cuMemcpyDtoH_v2:$how" \
+                --require "pageable_h2d:cuMemcpyHtoD_v2_ptds:$how" --require "pageable_d2h:cuMemcpyDtoH_v2_ptds:$how" \
+                --require "pageable_d2h:cuMemcpyDtoHAsync_v2:$how" --require "pageable_d2h:cuMemcpyDtoHAsync_v2_ptsz:$how" \
+                --require "pageable_h2d:cuMemcpyHtoDAsync_v2_ptsz:$how" --require "pageable_d2h:cuMemcpyAsync:$how" \
+                ${peer:+--require "staged_peer:cuMemcpyPeerAsync:$how" --require "staged_peer:cuMemcpyPeer:$how"} \
+                --require explicit_sync:cuCtxSynchronize_v2 --only-prefix cu --driver-layer yes
+        name=drv_copies-$style-strict-$where
+        run "$name" refused LD_PRELOAD="$preload" UNSTALL_MODE=strict $prog strict && pass "$name"
+        name=drv_copies-$style-layer-off-$where
+        run "$name" ok LD_PRELOAD="$preload" UNSTALL_DRIVER_LAYER=0 UNSTALL_REPORT="$work/$name.json" $prog &&
+            check "$name" --none --driver-layer no
     done
 done
+
+# Safety: a program that never uses CUDA, under the shim and a second
+# preload that finds its puts with dlsym(RTLD_NEXT) (the shim's dlsym must
+# answer relative to the caller)
+${CC:-gcc} $cc_flags -shared -fPIC -o "$work/next_puts.so" "$here/next_puts.c" -ldl &&
+    ${CC:-gcc} $cc_flags -o "$work/no_cuda" "$here/no_cuda.c" -ldl -lm &&
+    run no-cuda-next-preload ok LD_PRELOAD="$preload $work/next_puts.so" "$work/no_cuda" && pass no-cuda-next-preload
+if [ "$target" = fake ]; then
+    # a dynamic runtime beside the program's own driver calls: the shim works
+    # with it and loads none of its own
+    name=drv_copies-with-dynamic-runtime
+    run "$name" ok LD_PRELOAD="$preload $fake/libcudart.so.13" UNSTALL_REPORT="$work/$name.json" \
+        "$work/drv_copies" static primary &&
+        if grep -q "for the shim's own work" "$work/$name.out"; then
+            fail "$name" "loaded a runtime of its own beside the program's"
+        else
+            check "$name" --require pageable_d2h:cuMemcpyDtoHAsync_v2:fixed
+        fi
+    # graph capture through the driver layer: every outcome as native
+    name=capture-static
+    if ${CC:-gcc} $cc_flags -I"$here/../fakecuda" -o "$work/capture_static" "$here/../capture/capture_conform.c" \
+        "$fake/libcudart_static.a" -L"$fake" -l:libcuda.so.1 -ldl -pthread -Wl,-rpath,"$fake"; then
+        timeout -k 5 120 "$work/capture_static" >"$work/$name-native.out" 2>&1
+        env LD_PRELOAD="$preload" timeout -k 5 120 "$work/capture_static" >"$work/$name-shim.out" 2>"$work/$name-shim.err"
+        if [ -s "$work/$name-native.out" ] && cmp -s "$work/$name-native.out" "$work/$name-shim.out" &&
+            grep -q "captured into a graph goes native" "$work/$name-shim.err"; then
+            pass "$name"
+        else
+            fail "$name" "$(diff "$work/$name-native.out" "$work/$name-shim.out" | head -3 | tr '\n' ' ')"
+        fi
+    else
+        fail "$name" "does not build"
+    fi
+fi
+
+if [ "$target" = fake ]; then
+    # the scenario programs A-E with the runtime linked in: every check of
+    # tests/scenarios (data, and the stalls the shim removes) through the
+    # driver layer
+    name=scenarios-static
+    mkdir -p "$work/scenarios"
+    common=$(ls "$here"/../scenarios/*.c | grep -v -e /case_ -e /kernels)
+    built=yes
+    for src in "$here"/../scenarios/case_*.c; do
+        ${CC:-gcc} $cc_flags -I"$here/../scenarios" -o "$work/scenarios/$(basename "$src" .c)" "$src" $common \
+            "$here/../scenarios/kernels_fake.c" "$fake/libcudart_static.a" -L"$fake" -l:libcuda.so.1 -ldl -pthread -lm \
+            -Wl,-rpath,"$fake" || built=
+    done
+    if [ -z "$built" ]; then
+        fail "$name" "does not build"
+    # with the shim's defaults, as tests/scenarios runs them (not this suite's small slots)
+    elif env -u UNSTALL_CHUNK_BYTES -u UNSTALL_SLOTS -u UNSTALL_PEER_MIN_BYTES -u UNSTALL_H2D_MIN_BYTES \
+        -u UNSTALL_D2H_MIN_BYTES -u UNSTALL_MODE -u UNSTALL_LOG_LEVEL \
+        SCN_BIN="$work/scenarios" SCN_OUT="$work/scenario-runs" SCN_MODES="${SCN_MODES:-native shim}" \
+        sh "$here/../scenarios/run.sh" "$build" >"$work/$name.out" 2>&1; then
+        pass "$name"
+    else
+        fail "$name" "$(grep -v '^PASS' "$work/$name.out" | head -3 | tr '\n' ' ')"
+    fi
+fi
 
 echo "driver: $passed passed, $failed failed"
 if [ "$failed" -eq 0 ]; then rm -rf "$work"; else echo "driver: outputs kept in $work"; fi

@@ -13,11 +13,13 @@
 #                     C.launch_latency,C.seed004,C.seed004_1m)
 #   SCN_MODES         the modes to run (default "native fix0 disabled shim")
 #   SCN_KEEP=1        keep BUILD_DIR/scenario-runs (it is rewritten each run anyway)
+#   SCN_BIN           the programs' folder (default BUILD_DIR/scenarios)
+#   SCN_OUT           where the runs go (default BUILD_DIR/scenario-runs)
 build=$(cd "${1:-build}" && pwd) || exit 1
 here=$(cd "$(dirname "$0")" && pwd)
 shim=$build/libunstall.so
 fake=$build/fakecuda
-out=$build/scenario-runs
+out=${SCN_OUT:-$build/scenario-runs}
 # a sanitized build (tests/sanitize.sh) needs its sanitizer's runtime first in
 # LD_PRELOAD (SAN_PRELOAD)
 preload="${SAN_PRELOAD:+$SAN_PRELOAD }$shim"
@@ -29,9 +31,12 @@ export SCN_QUICK=${SCN_QUICK:-1}
 export FAKECUDA_DEVICES=${FAKECUDA_DEVICES:-2}
 export FAKECUDA_TIME_SCALE=1
 
+# SCN_BIN: the programs' folder (default BUILD_DIR/scenarios; tests/driver
+# runs them built with the runtime linked in, through the driver layer)
+bin=${SCN_BIN:-$build/scenarios}
 missing=""
 for prog in case_a_staged_peer case_b_pageable_h2d case_c_pageable_d2h case_d_busy_d2d case_e_legacy case_clean; do
-    [ -x "$build/scenarios/$prog" ] || missing="$missing $prog"
+    [ -x "$bin/$prog" ] || missing="$missing $prog"
 done
 [ -f "$shim" ] || missing="$missing libunstall.so"
 [ -f "$fake/libcudart.so.13" ] || missing="$missing fakecuda"
@@ -59,7 +64,6 @@ run() {
     echo $? >"$dir/$name.rc"
 }
 
-bin=$build/scenarios
 # case C's pageable bandwidth (GB/s); check.py knows it too
 c_bw=2
 export SCN_CHECK_C_BW_GBPS=$c_bw

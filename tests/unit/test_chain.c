@@ -15,6 +15,7 @@
 #include "ptrtable.h"
 #include "real.h"
 #include "report.h"
+#include "state.h"
 
 #define SLOT (64u << 10)
 
@@ -120,11 +121,83 @@ static void test_chain_pinned_copy_is_native_and_unrecorded(void **state)
     us_report_free(r);
 }
 
+/* The native call of a runtime copy is made as the shim's own work: the
+ * runtime's call into the driver below it (the driver layer, which wraps the
+ * runtime's copy functions) then passes straight through, and the copy is
+ * handled once, at the layer the program called. */
+static bool passthrough_seen_by_native;
+static cudaError_t (*memcpy_async_before)(void *, const void *, size_t, enum cudaMemcpyKind, cudaStream_t);
+
+static cudaError_t memcpy_async_noting(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
+                                       cudaStream_t stream)
+{
+    passthrough_seen_by_native = us_passthrough();
+    return memcpy_async_before(dst, src, count, kind, stream);
+}
+
+static void test_chain_native_call_passes_the_layer_below_through(void **state)
+{
+    (void)state;
+    static char dst[4096], src[4096];
+    us_ptrtable_insert((uintptr_t)dst, sizeof dst, US_MEM_DEVICE, 0);
+    us_ptrtable_insert((uintptr_t)src, sizeof src, US_MEM_PINNED, -1);
+    memcpy_async_before = with_attributes.cudaMemcpyAsync;
+    with_attributes.cudaMemcpyAsync = memcpy_async_noting;
+    passthrough_seen_by_native = false;
+    struct us_copy c = {.api = US_API_MEMCPY_ASYNC, .dst = dst, .src = src, .bytes = 4096,
+                        .kind = cudaMemcpyHostToDevice, .stream = fake_cuda_user_stream(0), .peer_dst_device = -1,
+                        .peer_src_device = -1};
+    assert_false(us_passthrough());
+    assert_int_equal(us_copy_run(&c), cudaSuccess);
+    assert_true(passthrough_seen_by_native);
+    assert_false(us_passthrough()); /* and the mark is gone after */
+    with_attributes.cudaMemcpyAsync = memcpy_async_before;
+}
+
+/* A driver copy's native call goes to the function the driver layer
+ * identified, with the driver's arguments. */
+static CUdeviceptr driver_dst;
+static const void *driver_src;
+static size_t driver_bytes;
+static CUstream driver_stream;
+
+static CUresult fake_cuMemcpyHtoDAsync(CUdeviceptr dst, const void *src, size_t bytes, CUstream stream)
+{
+    driver_dst = dst;
+    driver_src = src;
+    driver_bytes = bytes;
+    driver_stream = stream;
+    return CUDA_ERROR_INVALID_HANDLE;
+}
+
+static void test_chain_driver_copy_native_call(void **state)
+{
+    (void)state;
+    static char dst[100], src[100];
+    CUstream stream = (CUstream)0x1234;
+    struct us_copy c = {.api = US_API_CU_HTOD_ASYNC_PTSZ, .dst = dst, .src = src, .bytes = sizeof dst,
+                        .kind = cudaMemcpyHostToDevice, .stream = (cudaStream_t)stream, .peer_dst_device = -1,
+                        .peer_src_device = -1, .driver_fn = (const void *)fake_cuMemcpyHtoDAsync};
+    /* unknown memory: native, and the driver's error comes back as it is */
+    assert_int_equal(us_copy_run(&c), cudaErrorInvalidResourceHandle);
+    assert_true(driver_dst == (CUdeviceptr)(uintptr_t)dst);
+    assert_ptr_equal(driver_src, src);
+    assert_int_equal(driver_bytes, sizeof dst);
+    assert_ptr_equal(driver_stream, stream);
+    assert_string_equal(us_copy_api_name(c.api), "cuMemcpyHtoDAsync_v2_ptsz");
+    assert_true(us_copy_is_per_thread(&c));
+    assert_false(us_copy_is_sync(&c));
+    c.driver_fn = NULL; /* never called through NULL */
+    assert_int_equal(us_copy_native(&c), US_ERR_NO_REAL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_chain_legacy_stream_finding_is_never_fixed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_chain_pinned_copy_is_native_and_unrecorded, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_chain_native_call_passes_the_layer_below_through, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_chain_driver_copy_native_call, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

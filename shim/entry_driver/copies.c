@@ -1,0 +1,112 @@
+/* copies.c - the wrapped driver copy functions and the device-wide wait.
+ *
+ * Each copy wrapper fills a struct us_copy from its parameters (copy.h's
+ * shapes: the same fields a runtime export fills, the real function to call
+ * natively, the driver's per-thread flag of its name) and runs the one chain,
+ * us_copy_run. Stream handles mean what they mean to the runtime: 0 is the
+ * legacy stream in a plain function and the per-thread stream in a _ptsz/
+ * _ptds one, 0x1 (CU_STREAM_LEGACY) and 0x2 (CU_STREAM_PER_THREAD) are those
+ * streams everywhere. A call that arrives while the shim is at work on this
+ * thread (the dynamic runtime's native copy, the shim's own pipelines), or
+ * while the shim steps aside, goes to the real function unchanged. */
+#include "driver_layer.h"
+
+#include <pthread.h>
+
+#include "device_state.h"
+#include "state.h"
+#include "watch.h"
+
+/* The device of a context, for cuMemcpyPeer*: -2 when it cannot be told
+ * (the chain then finds the devices disagree with the pointers: native). */
+static CUresult (*get_device_v2)(CUdevice *, CUcontext);
+static CUresult (*push)(CUcontext), (*pop)(CUcontext *), (*get_device)(CUdevice *);
+static pthread_once_t context_fns_once = PTHREAD_ONCE_INIT;
+
+static void resolve_context_fns(void)
+{
+    *(void **)&get_device_v2 = us_drv_lookup("cuCtxGetDevice_v2");
+    *(void **)&push = us_drv_lookup("cuCtxPushCurrent_v2");
+    *(void **)&pop = us_drv_lookup("cuCtxPopCurrent_v2");
+    *(void **)&get_device = us_drv_lookup("cuCtxGetDevice");
+}
+
+static int context_device(CUcontext ctx)
+{
+    pthread_once(&context_fns_once, resolve_context_fns); /* after identification: a wrapper ran */
+    CUdevice dev = -2;
+    if (ctx == NULL)
+        return -2;
+    if (get_device_v2 != NULL && get_device_v2(&dev, ctx) == CUDA_SUCCESS)
+        return dev;
+    /* drivers before CUDA 13: make it current for a moment on this thread */
+    if (push == NULL || pop == NULL || get_device == NULL || push(ctx) != CUDA_SUCCESS)
+        return -2;
+    if (get_device(&dev) != CUDA_SUCCESS)
+        dev = -2;
+    CUcontext popped;
+    pop(&popped);
+    return dev;
+}
+
+static CUresult run_copy(struct us_copy *c)
+{
+    if (c->driver_fn == NULL)
+        return CUDA_ERROR_NOT_FOUND; /* never handed out before its real function is known */
+    if (us_passthrough())
+        return (CUresult)us_copy_native(c);
+    us_state_note_driver_layer(); /* the report says once what this layer cannot reach */
+    /* classification and pipelines are runtime calls: a program without a
+     * dynamic runtime gets one loaded for the shim's work, else native */
+    if (!us_drv_runtime_ready())
+        return (CUresult)us_copy_native(c);
+    if (us_copy_is_peer(c)) {
+        c->peer_dst_device = context_device(c->peer_dst_ctx);
+        c->peer_src_device = context_device(c->peer_src_ctx);
+    }
+    return (CUresult)us_copy_run(c);
+}
+
+#define DEFINE_COPY_WRAPPER(id, fn, sync, per_thread, shape)                                                    \
+    CUresult us_drv_wrap_##fn(US_DRV_PARAMS_##shape)                                                          \
+    {                                                                                                         \
+        struct us_copy c = {                                                                                  \
+            .api = id, US_DRV_FILL_##shape, .peer_dst_device = -1, .peer_src_device = -1,                     \
+            .driver_fn = us_drv_real(US_DRV_FN_##fn),                                                         \
+        };                                                                                                    \
+        return run_copy(&c);                                                                                  \
+    }
+US_DRIVER_COPY_APIS(DEFINE_COPY_WRAPPER)
+#undef DEFINE_COPY_WRAPPER
+
+/* cuCtxSynchronize[_v2]: the explicit wait cudaDeviceSynchronize is (the
+ * runtime's own call of it arrives marked and passes through). */
+static CUresult watched_sync(const char *api, CUresult (*sync0)(void), CUresult (*sync1)(CUcontext), CUcontext ctx)
+{
+    if (sync0 == NULL && sync1 == NULL)
+        return CUDA_ERROR_NOT_FOUND;
+    if (us_passthrough() || !us_drv_runtime_ready())
+        return sync0 != NULL ? sync0() : sync1(ctx);
+    us_state_note_call();
+    us_state_note_driver_layer();
+    struct us_watch w;
+    if (!us_watch_begin(&w, US_RULE_explicit_sync, api))
+        return (CUresult)US_ERR_FORBIDDEN;
+    CUresult rc = sync0 != NULL ? sync0() : sync1(ctx);
+    us_watch_end(&w, NULL, US_STREAM_USER, us_current_device(), 0);
+    return rc;
+}
+
+CUresult us_drv_wrap_cuCtxSynchronize(void)
+{
+    CUresult (*real)(void);
+    *(void **)&real = us_drv_real(US_DRV_FN_cuCtxSynchronize);
+    return watched_sync("cuCtxSynchronize", real, NULL, NULL);
+}
+
+CUresult us_drv_wrap_cuCtxSynchronize_v2(CUcontext ctx)
+{
+    CUresult (*real)(CUcontext);
+    *(void **)&real = us_drv_real(US_DRV_FN_cuCtxSynchronize_v2);
+    return watched_sync("cuCtxSynchronize_v2", NULL, real, ctx);
+}
