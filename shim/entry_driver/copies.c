@@ -17,8 +17,9 @@
 #include "state.h"
 #include "watch.h"
 
-/* The device of a context, for cuMemcpyPeer*: -2 when it cannot be told
- * (the chain then finds the devices disagree with the pointers: native). */
+/* The device of a context (us_drv_context_device), for cuMemcpyPeer* and
+ * peer access: -2 when it cannot be told (a peer copy's devices then
+ * disagree with its pointers: native). */
 static CUresult (*get_device_v2)(CUdevice *, CUcontext);
 static CUresult (*push)(CUcontext), (*pop)(CUcontext *), (*get_device)(CUdevice *);
 static pthread_once_t context_fns_once = PTHREAD_ONCE_INIT;
@@ -31,12 +32,12 @@ static void resolve_context_fns(void)
     *(void **)&get_device = us_drv_lookup("cuCtxGetDevice");
 }
 
-static int context_device(CUcontext ctx)
+int us_drv_context_device(CUcontext ctx)
 {
     pthread_once(&context_fns_once, resolve_context_fns); /* after identification: a wrapper ran */
     CUdevice dev = -2;
     if (ctx == NULL)
-        return -2;
+        return get_device != NULL && get_device(&dev) == CUDA_SUCCESS ? dev : -2;
     if (get_device_v2 != NULL && get_device_v2(&dev, ctx) == CUDA_SUCCESS)
         return dev;
     /* drivers before CUDA 13: make it current for a moment on this thread */
@@ -61,8 +62,8 @@ static CUresult run_copy(struct us_copy *c)
     if (!us_drv_runtime_ready())
         return (CUresult)us_copy_native(c);
     if (us_copy_is_peer(c)) {
-        c->peer_dst_device = context_device(c->peer_dst_ctx);
-        c->peer_src_device = context_device(c->peer_src_ctx);
+        c->peer_dst_device = c->peer_dst_ctx != NULL ? us_drv_context_device(c->peer_dst_ctx) : -2;
+        c->peer_src_device = c->peer_src_ctx != NULL ? us_drv_context_device(c->peer_src_ctx) : -2;
     }
     return (CUresult)us_copy_run(c);
 }

@@ -27,7 +27,9 @@
 /* The libcuda functions the layer wraps besides the copies (copy.h's
  * US_DRIVER_COPY_APIS): detection of the explicit device-wide wait, and the
  * resolvers, so that what they hand out is identified too. */
-#define US_DRIVER_OTHER_FNS(X) X(cuCtxSynchronize) X(cuCtxSynchronize_v2) X(cuGetProcAddress) X(cuGetProcAddress_v2)
+#define US_DRIVER_OTHER_FNS(X)                                                                 \
+    X(cuCtxSynchronize) X(cuCtxSynchronize_v2) X(cuCtxEnablePeerAccess) X(cuCtxDisablePeerAccess) \
+    X(cuGetProcAddress) X(cuGetProcAddress_v2)
 
 enum us_drv_fn {
 #define US_DRV_FN_COPY(id, fn, sync, per_thread, shape) US_DRV_FN_##fn,
@@ -44,9 +46,15 @@ US_DRIVER_COPY_APIS(US_DRV_WRAPPER_DECL)
 #undef US_DRV_WRAPPER_DECL
 CUresult us_drv_wrap_cuCtxSynchronize(void);
 CUresult us_drv_wrap_cuCtxSynchronize_v2(CUcontext ctx);
+CUresult us_drv_wrap_cuCtxEnablePeerAccess(CUcontext peer, unsigned int flags);
+CUresult us_drv_wrap_cuCtxDisablePeerAccess(CUcontext peer);
 CUresult us_drv_wrap_cuGetProcAddress(const char *symbol, void **pfn, int version, cuuint64_t flags);
 CUresult us_drv_wrap_cuGetProcAddress_v2(const char *symbol, void **pfn, int version, cuuint64_t flags,
                                          CUdriverProcAddressQueryResult *status);
+
+/* copies.c: the device of a context (NULL: the current one); -2 when it
+ * cannot be told. */
+int us_drv_context_device(CUcontext ctx);
 
 /* symbols.c: the real function of a wrapped name, from the libcuda the
  * layer identified (NULL before that: no wrapper is handed out before). */

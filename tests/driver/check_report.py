@@ -3,12 +3,13 @@
 
 Usage: check_report.py REPORT.json [--require RULE:API[:fixed|:native]]...
                                    [--only-prefix PREFIX] [--none]
-                                   [--driver-layer yes|no]
+                                   [--driver-layer yes|no] [--forbid RULE]...
   --require      a finding of RULE named API (fixed: at least one of its
                  calls rewritten; native: none rewritten)
   --only-prefix  every finding's API starts with PREFIX ("cuda": a runtime
                  copy was handled at the runtime layer only, not again below)
   --none         no finding at all, and no CUDA call reached the shim
+  --forbid       no finding of RULE
   --driver-layer whether the report says what the driver layer cannot reach
                  (it does once a call was handled there)
 Prints what is wrong and exits 1, or exits 0 silently.
@@ -24,6 +25,7 @@ def main():
     ap.add_argument('--require', action='append', default=[])
     ap.add_argument('--only-prefix')
     ap.add_argument('--none', action='store_true')
+    ap.add_argument('--forbid', action='append', default=[])
     ap.add_argument('--driver-layer', choices=('yes', 'no'))
     args = ap.parse_args()
     try:
@@ -34,6 +36,10 @@ def main():
         return 1
     findings = report.get('findings', [])
     problems = []
+    for rule in args.forbid:
+        hit = sorted({f["api"] for f in findings if f["rule"] == rule})
+        if hit:
+            problems.append(f'{rule} findings, expected none: ' + ', '.join(hit))
     if args.none:
         if findings:
             problems.append(f'{len(findings)} findings, expected none: '

@@ -55,6 +55,7 @@ static struct {
     CUresult (*copy_async[2])(CUdeviceptr, CUdeviceptr, size_t, CUstream);
     CUresult (*peer)(CUdeviceptr, CUcontext, CUdeviceptr, CUcontext, size_t);
     CUresult (*peer_async)(CUdeviceptr, CUcontext, CUdeviceptr, CUcontext, size_t, CUstream);
+    CUresult (*enable_peer)(CUcontext, unsigned int);
 } cu;
 
 static int failures;
@@ -124,6 +125,7 @@ static void resolve(const char *style)
     take("cuCtxDestroy", 0, &cu.ctx_destroy);
     take("cuCtxSetCurrent", 0, &cu.ctx_set);
     take("cuCtxGetCurrent", 0, &cu.ctx_get);
+    take("cuCtxEnablePeerAccess", 0, &cu.enable_peer);
     take("cuCtxSynchronize", 0, &cu.ctx_sync); /* 13000: _v2, as cudaDeviceSynchronize takes it */
     take("cuMemAlloc", 0, &cu.mem_alloc);
     take("cuMemFree", 0, &cu.mem_free);
@@ -168,11 +170,12 @@ static void expect_current(CUcontext want, const char *after)
 int main(int argc, char **argv)
 {
     if (argc < 3) {
-        fprintf(stderr, "usage: %s driver|static primary|created [strict]\n", argv[0]);
+        fprintf(stderr, "usage: %s driver|static primary|created [strict|peer]\n", argv[0]);
         return 2;
     }
     int created = strcmp(argv[2], "created") == 0;
     int strict = argc > 3 && strcmp(argv[3], "strict") == 0;
+    int enable_peer = argc > 3 && strcmp(argv[3], "peer") == 0; /* the peer copies go direct */
     resolve(argv[1]);
     size_t n = (size_t)4 << 20;
     int ndev = 0;
@@ -259,6 +262,12 @@ int main(int argc, char **argv)
         CHECK(cu.ctx_set(ctx1));
         CHECK(cu.mem_alloc(&d1, n));
         CHECK(cu.ctx_set(ctx));
+        if (enable_peer) { /* both ways, as a static runtime's cudaDeviceEnablePeerAccess does it */
+            CHECK(cu.enable_peer(ctx1, 0));
+            CHECK(cu.ctx_set(ctx1));
+            CHECK(cu.enable_peer(ctx, 0));
+            CHECK(cu.ctx_set(ctx));
+        }
         CHECK(cu.peer_async(d1, ctx1, d, ctx, n, s));
         CHECK(cu.stream_sync[0](s));
         CHECK(cu.htod[0](d, zeros, n));

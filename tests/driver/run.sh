@@ -118,6 +118,13 @@ for where in primary created; do
                 --require "pageable_h2d:cuMemcpyHtoDAsync_v2_ptsz:$how" --require "pageable_d2h:cuMemcpyAsync:$how" \
                 ${peer:+--require "staged_peer:cuMemcpyPeerAsync:$how" --require "staged_peer:cuMemcpyPeer:$how"} \
                 --require explicit_sync:cuCtxSynchronize_v2 --only-prefix cu --driver-layer yes
+        if [ -n "$peer" ] && [ "$where" = primary ]; then
+            # peer access enabled through the driver (a static runtime's
+            # cudaDeviceEnablePeerAccess): the peer copies go direct, untouched
+            name=drv_copies-$style-peer-enabled
+            run "$name" ok LD_PRELOAD="$preload" UNSTALL_REPORT="$work/$name.json" "$work/drv_copies" "$style" primary peer &&
+                check "$name" --forbid staged_peer --require "pageable_d2h:cuMemcpyDtoH_v2:fixed" --driver-layer yes
+        fi
         name=drv_copies-$style-strict-$where
         run "$name" refused LD_PRELOAD="$preload" UNSTALL_MODE=strict $prog strict && pass "$name"
         name=drv_copies-$style-layer-off-$where

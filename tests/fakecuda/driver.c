@@ -330,6 +330,25 @@ CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext c)
     return CUDA_SUCCESS;
 }
 
+/* Peer access from the current context's device to peerContext's, as the
+ * runtime's cudaDeviceEnablePeerAccess sets it (fakecuda keeps it per device
+ * pair; a static runtime's cudaDeviceEnablePeerAccess is this call). */
+CUresult cuCtxEnablePeerAccess(CUcontext peerContext, unsigned int flags)
+{
+    ENTER();
+    if (peerContext == NULL)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    return cu(cudaDeviceEnablePeerAccess(ctx_of(peerContext)->device, flags));
+}
+
+CUresult cuCtxDisablePeerAccess(CUcontext peerContext)
+{
+    ENTER();
+    if (peerContext == NULL)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    return cu(cudaDeviceDisablePeerAccess(ctx_of(peerContext)->device));
+}
+
 static CUresult ctx_synchronize(struct fc_ctx *ctx)
 {
     ENTER();
@@ -629,6 +648,8 @@ static const struct proc_row proc_rows[] = {
     ROW("cuCtxPopCurrent", 4000, cuCtxPopCurrent_v2),
     ROW("cuCtxGetDevice", 2000, cuCtxGetDevice),
     ROW("cuCtxGetDevice", 13000, cuCtxGetDevice_v2),
+    ROW("cuCtxEnablePeerAccess", 4000, cuCtxEnablePeerAccess),
+    ROW("cuCtxDisablePeerAccess", 4000, cuCtxDisablePeerAccess),
     ROW("cuCtxSynchronize", 2000, cuCtxSynchronize),
     ROW("cuCtxSynchronize", 13000, cuCtxSynchronize_v2),
     ROW("cuStreamCreate", 2000, cuStreamCreate),
