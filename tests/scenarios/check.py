@@ -141,6 +141,14 @@ def main():
             ok = (x is not None and x.get("during_kernel") == "1" and num(x, "burst_ms", 0) >= 10.0
                   and num(x, "burst_ms", 0) >= 4 * num(x, "base_ms", 1e9))
             c.check(f"stall.D.burst_waits.{mode}", ok, fmt(x, "base_ms", "burst_ms", "during_kernel"))
+            # repeated bursts (run.sh: a 10 ms slice): every burst waits, in both contexts
+            for ctx in ("primary", "created"):
+                busy = row(mode, "case_d_bursts", "D", f"bursts_{ctx}_busy")
+                idle = row(mode, "case_d_bursts", "D", f"bursts_{ctx}_idle")
+                ok = (busy is not None and idle is not None and busy.get("during_kernel") == "1"
+                      and num(busy, "median_ms", 0) >= 8.0 and num(idle, "median_ms", 1e9) < 5.0)
+                c.check(f"stall.D.bursts_wait_{ctx}.{mode}", ok,
+                        fmt(busy, "median_ms", "max_ms", "during_kernel") + " idle " + fmt(idle, "median_ms"))
 
         # legacy stream ordering: natively, and kept by the shim (contract 5)
         x = row(mode, "case_e", "E", "legacy")
