@@ -67,8 +67,8 @@ static void count_copy(enum fc_path path, size_t bytes)
  * while a kernel of another context runs there (the engine runs one context
  * at a time): until the kernel ends or a time slice passed, whichever comes
  * first. The copies then own the engine as long as they keep coming (the
- * next op of the stream is another same-device copy: the rest of a burst
- * runs at once); when the stream has no copy ready the engine goes back to
+ * stream has more work queued: the rest of a burst runs at once); when the
+ * stream has nothing queued the engine goes back to
  * the kernel, and the next burst waits again (measured: 10 bursts back to
  * back, each 2.40 ms). Its own stream's kernels are done by now. */
 static bool engine_busy_locked(const struct fc_device *dev, const struct fc_ctx *ctx)
@@ -94,15 +94,13 @@ static void wait_for_timeslice(const struct fc_op *op, int device)
     pthread_mutex_unlock(&fc_g.mu);
 }
 
-static void copy_run(struct fc_op *op, cudaError_t status);
-
 /* After a same-device copy: the engine stays with the copies only while
- * the stream's next op is another one. */
+ * their stream has more work queued (the rest of a burst, an event record
+ * between two copies). */
 static void release_engine(const struct fc_op *op, int device)
 {
     pthread_mutex_lock(&fc_g.mu);
-    const struct fc_op *next = op->next;
-    if (next == NULL || next->run != copy_run || next->u.copy.path != FC_PATH_D2D)
+    if (op->next == NULL)
         fc_g.dev[device].copy_slice_until = 0;
     pthread_mutex_unlock(&fc_g.mu);
 }
