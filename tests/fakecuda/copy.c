@@ -95,12 +95,16 @@ static void wait_for_timeslice(const struct fc_op *op, int device)
 }
 
 /* After a same-device copy: the engine stays with the copies only while
- * their stream has more work queued (the rest of a burst, an event record
- * between two copies). */
+ * their stream has more work queued (the rest of a burst, behind an event
+ * record between two copies); markers alone (event records, waits) do not
+ * keep it. */
 static void release_engine(const struct fc_op *op, int device)
 {
     pthread_mutex_lock(&fc_g.mu);
-    if (op->next == NULL)
+    const struct fc_op *next = op->next;
+    while (next != NULL && !next->counts_as_work)
+        next = next->next;
+    if (next == NULL)
         fc_g.dev[device].copy_slice_until = 0;
     pthread_mutex_unlock(&fc_g.mu);
 }
