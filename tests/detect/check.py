@@ -286,6 +286,11 @@ def check_scenario(name, spec, severities):
         return
     report(f'scenario.{name}.ran', True)
     mh = [f for f in rep['findings'] if f['severity'] in ('medium', 'high')]
+    if os.environ.get('TEST_SANITIZER'):
+        # busy_engine_d2d is a timing (a copy took longer than its size
+        # explains): an instrumented memmove of a simulated 1 MiB copy is
+        # slow enough to look late, so it is not judged under a sanitizer
+        mh = [f for f in mh if f['rule'] != 'busy_engine_d2d']
     if rule is None:
         report(f'scenario.{name}.no_medium_high', not mh, f'medium/high findings: {summary(rep)}')
     else:
