@@ -7,6 +7,8 @@
 #include "classify.h"
 #include "config.h"
 #include "context.h"
+#include "d2d_stage.h"
+#include "engine_late.h"
 #include "log.h"
 #include "findings.h"
 #include "pipeline.h"
@@ -41,32 +43,45 @@ cudaError_t us_copy_run(struct us_copy *c)
     const struct us_config *cfg = us_config();
     struct us_call_facts facts = { .legacy_with_blocking = us_legacy_contended(c->stream_kind) };
     bool wanted = us_findings_wanted();
-    CUcontext context = NULL;
-    if (c->path == US_PATH_D2D_SAME && wanted)
-        facts.context_competes = us_context_competes(c->src_mem.device, &context);
     struct us_decision decision;
     us_policy_decide(c, cfg, &facts, &decision);
 
+    /* case D: whether this stream's same-device copies start late is
+     * measured (a timed copy now and then); a late one found now is
+     * reported with how late it was */
+    struct us_engine_call engine = {0};
+    if (c->path == US_PATH_D2D_SAME && (wanted || (cfg->fix && cfg->fix_busy_d2d)))
+        us_engine_begin(c, cfg, &engine);
+    if (engine.late_ns > 0 && decision.rule_count < US_MAX_RULES_PER_CALL)
+        decision.rules[decision.rule_count++] = US_RULE_busy_engine_d2d;
+    bool stage = engine.stage && cfg->fix && cfg->fix_busy_d2d;
+
     bool record = decision.rule_count > 0 && wanted;
-    if (!record && decision.action == US_ACT_NATIVE)
-        return us_copy_native(c);
+    if (!record && decision.action == US_ACT_NATIVE && !stage) {
+        cudaError_t native = us_engine_native(c, &engine);
+        us_engine_end(&engine);
+        return native;
+    }
 
     struct us_site site;
     if (record) {
         us_site_capture(&site);
         for (int i = 0; i < decision.rule_count; i++)
-            if (us_findings_forbidden(decision.rules[i], &site, us_copy_api_name(c->api)))
+            if (us_findings_forbidden(decision.rules[i], &site, us_copy_api_name(c->api))) {
+                us_engine_end(&engine);
                 return US_ERR_FORBIDDEN;
+            }
     }
 
     us_state_enter();
     uint64_t start = us_now_ns();
     cudaError_t result = cudaSuccess;
-    bool fixed = run_pipeline(decision.action, c, &result);
+    bool fixed = stage ? us_d2d_stage(c, cfg, &engine, &result) : run_pipeline(decision.action, c, &result);
     if (!fixed)
-        result = us_copy_native(c);
+        result = us_engine_native(c, &engine);
     uint64_t end = us_now_ns();
     us_state_leave();
+    us_engine_end(&engine);
 
     if (record) {
         for (int i = 0; i < decision.rule_count; i++) {
@@ -81,10 +96,17 @@ cudaError_t us_copy_run(struct us_copy *c)
                 .stream_kind = c->stream_kind,
                 .start_ns = start,
                 .held_ns = end - start,
-                .context = context,
+                .context = NULL,
                 /* the legacy-stream finding is about the stream, which stays */
                 .fixed = fixed && decision.rules[i] != US_RULE_legacy_stream,
             };
+            if (decision.rules[i] == US_RULE_busy_engine_d2d) {
+                /* about an earlier timed copy of this stream: how late it started */
+                f.bytes = engine.late_bytes;
+                f.held_ns = engine.late_ns;
+                f.context = engine.context;
+                f.fixed = false;
+            }
             us_findings_record(&f, &site);
         }
     }

@@ -104,6 +104,15 @@ bool us_context_foreign(void)
     return primary_of(api, device) != current;
 }
 
+CUcontext us_context_current(void)
+{
+    const struct us_driver_api *api = driver_api();
+    CUcontext ctx = NULL;
+    if (api->cuCtxGetCurrent == NULL || api->cuCtxGetCurrent(&ctx) != CUDA_SUCCESS)
+        return NULL;
+    return ctx;
+}
+
 void us_context_install(const struct us_driver_api *api)
 {
     pthread_once(&resolve_once, resolve); /* so that a later resolve does not undo this */

@@ -36,6 +36,10 @@ bool us_context_competes(int device, CUcontext *context);
  * current device. */
 bool us_context_foreign(void);
 
+/* The calling thread's current context; NULL when none or unknown. One
+ * cuCtxGetCurrent. */
+CUcontext us_context_current(void);
+
 /* Replace the driver functions (tests); NULL: resolve from libcuda again.
  * Also forgets the primary contexts remembered. */
 void us_context_install(const struct us_driver_api *api);

@@ -39,11 +39,8 @@ void us_policy_decide(const struct us_copy *c, const struct us_config *cfg, cons
         if (us_copy_is_sync(c))
             add_rule(out, US_RULE_sync_memcpy);
         break;
-    case US_PATH_D2D_SAME:
-        /* runs as a kernel: waits for a time slice when the other context runs one */
-        if (facts->context_competes)
-            add_rule(out, US_RULE_busy_engine_d2d);
-        break;
+    /* US_PATH_D2D_SAME: busy_engine_d2d is measured, not decided here
+     * (detect/engine_late.h) */
     default: break;
     }
     if (facts->legacy_with_blocking)

@@ -22,7 +22,6 @@ struct us_decision {
  * are wanted, and only for the copies each fact concerns). */
 struct us_call_facts {
     bool legacy_with_blocking; /* on the legacy stream of a device with blocking streams */
-    bool context_competes;     /* issued from a context other than the device's active primary one */
 };
 
 void us_policy_decide(const struct us_copy *c, const struct us_config *cfg, const struct us_call_facts *facts,

@@ -53,7 +53,8 @@ void us_findings_warn_line(const struct us_finding *f, const struct us_site *sit
         ADD(" on the %s default stream", us_report_stream_kind_name(f->stream_kind));
     if (f->context != NULL)
         ADD(" in context %p", f->context);
-    ADD(" held %s%s at %s", us_report_time(f->held_ns, held, sizeof held), f->fixed ? " [fixed]" : "",
+    ADD(" %s %s%s at %s", f->rule == US_RULE_busy_engine_d2d ? "started late by" : "held",
+        us_report_time(f->held_ns, held, sizeof held), f->fixed ? " [fixed]" : "",
         us_callsite_line(site, 3, where, sizeof where));
     if (skipped > 0)
         ADD(" (%llu earlier new site%s of this rule not shown: warn_interval_ms)", (unsigned long long)skipped,

@@ -69,6 +69,16 @@ extern "C" void cf_sleep(cudaStream_t s, double ms)
     CF_CK(cudaGetLastError());
 }
 
+extern "C" void cf_occupy(cudaStream_t s, double ms)
+{
+    int dev = 0, sms = 0, per_sm = 0;
+    CF_CK(cudaGetDevice(&dev));
+    CF_CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    CF_CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, cf_spin_kernel, 1024, 0));
+    cf_spin_kernel<<<sms * (per_sm > 0 ? per_sm : 1), 1024, 0, s>>>(cycles_for(ms));
+    CF_CK(cudaGetLastError());
+}
+
 extern "C" void cf_fill(cudaStream_t s, uint32_t *p, size_t n, uint32_t seed, double ms)
 {
     if (ms > 0)

@@ -63,6 +63,18 @@ void cf_sleep(cudaStream_t s, double ms)
     cf_set_flag_after(s, &unused, 0, ms);
 }
 
+void cf_occupy(cudaStream_t s, double ms)
+{
+    pthread_once(&registered, register_kernels);
+    static int unused;
+    int *flag = &unused, value = 0, sms = 0;
+    double us = ms * 1000.0;
+    CF_CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+    void *a[] = {&flag, &value, &us};
+    dim3 grid = {(unsigned)(sms > 0 ? sms : 1), 1, 1}, block = {1024, 1, 1};
+    CF_CK(cudaLaunchKernel((const void *)set_flag_kernel, grid, block, a, 0, s));
+}
+
 void cf_fill(cudaStream_t s, uint32_t *p, size_t n, uint32_t seed, double ms)
 {
     pthread_once(&registered, register_kernels);

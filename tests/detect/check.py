@@ -93,11 +93,10 @@ CLEAN = {
     'explicit_sync.clean': 'explicit_sync',
 }
 
-# Rules the simulated runtime cannot trigger: their situation must NOT fire
-# them here. busy_engine_d2d needs the driver's contexts (cuCtxGetCurrent and
-# the device's primary context), which fakecuda does not model: a same-device
-# copy in the primary context, as here, is the clean twin; the firing side is
-# tests/unit/test_context.c and test_policy.c.
+# Situations that must NOT fire their rule here. busy_engine_d2d is measured
+# (a timed copy started late): a same-device copy beside a one-block kernel
+# of its own context is not late; the firing side is the case_d scenario
+# below (bursts behind a kernel on every SM) and tests/pipelines.
 NOT_DETECTED = {
     'busy_engine_d2d': 'busy_engine_d2d',
 }
@@ -113,7 +112,8 @@ SCENARIOS = {
     'case_a': (['case_a_staged_peer'], {}, 'staged_peer', True, None),
     'case_b': (['case_b_pageable_h2d'], {}, 'pageable_h2d', 1, None),
     'case_c': (['case_c_pageable_d2h', 'throughput'], {}, 'pageable_d2h', True, None),
-    'case_d': (['case_d_busy_d2d'], {}, None, None, 'busy_engine_d2d'),
+    # the repeated bursts behind a kernel on every SM start late: measured
+    'case_d': (['case_d_busy_d2d'], {}, 'busy_engine_d2d', False, None),
     'case_e': (['case_e_legacy'], {}, 'legacy_stream', False, None),
 }
 
@@ -287,6 +287,11 @@ def check_scenario(name, spec, severities):
         return
     report(f'scenario.{name}.ran', True)
     mh = [f for f in rep['findings'] if f['severity'] in ('medium', 'high')]
+    if os.environ.get('TEST_SANITIZER'):
+        # busy_engine_d2d is a timing (a copy took longer than its size
+        # explains): an instrumented memmove of a simulated 1 MiB copy is
+        # slow enough to look late, so it is not judged under a sanitizer
+        mh = [f for f in mh if f['rule'] != 'busy_engine_d2d']
     if rule is None:
         report(f'scenario.{name}.no_medium_high', not mh, f'medium/high findings: {summary(rep)}')
     else:

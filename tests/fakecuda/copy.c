@@ -62,25 +62,50 @@ static void count_copy(enum fc_path path, size_t bytes)
     pthread_mutex_unlock(&fc_stats_mu);
 }
 
-/* Case D: a same-device copy needs the compute engine; while another
- * stream's kernel runs there it waits until the kernel ends or a time slice
- * passed, whichever comes first. The engine then belongs to the copies for a
- * slice: the rest of a burst runs at once. Its own stream's kernels are done
- * by now. */
-static void wait_for_timeslice(int device)
+/* Case D: a same-device copy runs as a kernel on the compute engine. It
+ * waits while a kernel occupies every SM of its device (any context), or
+ * while a kernel of another context runs there (the engine runs one context
+ * at a time): until the kernel ends or a time slice passed, whichever comes
+ * first. The copies then own the engine as long as they keep coming (the
+ * stream has more work queued: the rest of a burst runs at once); when the
+ * stream has nothing queued the engine goes back to
+ * the kernel, and the next burst waits again (measured: 10 bursts back to
+ * back, each 2.40 ms). Its own stream's kernels are done by now. */
+static bool engine_busy_locked(const struct fc_device *dev, const struct fc_ctx *ctx)
+{
+    return dev->running_full_kernels > 0 || dev->running_kernels > ctx->running_kernels;
+}
+
+static void wait_for_timeslice(const struct fc_op *op, int device)
 {
     struct fc_device *dev = &fc_g.dev[device];
+    const struct fc_ctx *ctx = op->stream->ctx;
     double slice = fc_cfg()->timeslice_us * fc_cfg()->time_scale;
     pthread_mutex_lock(&fc_g.mu);
     double t0 = fc_now_us();
-    if (dev->running_kernels > 0 && t0 >= dev->copy_slice_until) {
-        while (dev->running_kernels > 0 && fc_cond_wait_until(&fc_g.done, &fc_g.mu, t0 + slice))
+    if (engine_busy_locked(dev, ctx) && t0 >= dev->copy_slice_until) {
+        while (engine_busy_locked(dev, ctx) && fc_cond_wait_until(&fc_g.done, &fc_g.mu, t0 + slice))
             ;
         double now = fc_now_us();
         dev->copy_slice_until = now + slice;
         fc_stat_add(timeslice_waits, 1);
         fc_stat_add(timeslice_wait_us_total, now - t0);
     }
+    pthread_mutex_unlock(&fc_g.mu);
+}
+
+/* After a same-device copy: the engine stays with the copies only while
+ * their stream has more work queued (the rest of a burst, behind an event
+ * record between two copies); markers alone (event records, waits) do not
+ * keep it. */
+static void release_engine(const struct fc_op *op, int device)
+{
+    pthread_mutex_lock(&fc_g.mu);
+    const struct fc_op *next = op->next;
+    while (next != NULL && !next->counts_as_work)
+        next = next->next;
+    if (next == NULL)
+        fc_g.dev[device].copy_slice_until = 0;
     pthread_mutex_unlock(&fc_g.mu);
 }
 
@@ -99,10 +124,12 @@ static void copy_run(struct fc_op *op, cudaError_t status)
     (void)status;
     struct fc_copy_op *c = &op->u.copy;
     if (c->path == FC_PATH_D2D)
-        wait_for_timeslice(c->device);
+        wait_for_timeslice(op, c->device);
     double start = fc_now_us();
     copy_rows(c->dst, c->dpitch, c->src, c->spitch, c->width, c->height);
     fc_sleep_until_us(start + c->duration_us);
+    if (c->path == FC_PATH_D2D)
+        release_engine(op, c->device);
 }
 
 static void copy_complete(struct fc_op *op)

@@ -28,7 +28,7 @@ cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int dev
     case cudaDevAttrConcurrentManagedAccess: v = 0; break; /* managed memory is not modelled */
     case cudaDevAttrManagedMemory: v = 0; break;
     case cudaDevAttrPageableMemoryAccess: v = 0; break;
-    case cudaDevAttrMultiProcessorCount: v = 132; break;
+    case cudaDevAttrMultiProcessorCount: v = FC_SM_COUNT; break;
     case cudaDevAttrComputeCapabilityMajor: v = 9; break;
     case cudaDevAttrComputeCapabilityMinor: v = 0; break;
     case cudaDevAttrMaxThreadsPerBlock: v = 1024; break;
@@ -76,7 +76,7 @@ cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int device)
     prop->totalConstMem = 64 << 10;
     prop->major = 9;
     prop->minor = 0;
-    prop->multiProcessorCount = 132;
+    prop->multiProcessorCount = FC_SM_COUNT;
     prop->canMapHostMemory = 1;
     prop->concurrentKernels = 1;
     prop->pciBusID = device + 1;

@@ -23,6 +23,9 @@
 #include "ptsz.h"
 
 #define FC_MAX_DEVICES 16
+/* SMs per simulated device (an H100/H200): a kernel of at least this many
+ * blocks occupies every SM (case D). */
+#define FC_SM_COUNT 132
 
 /* --- configuration (config.c) ------------------------------------------------ */
 
@@ -82,6 +85,7 @@ struct fc_ctx {
     int retains;               /* primary: cuDevicePrimaryCtxRetain count */
     bool used;                 /* primary: the runtime worked in it (atomic) */
     struct fc_stream *legacy;  /* its NULL stream */
+    int running_kernels;       /* its kernels running now (case D: other contexts' wait) */
     struct fc_ctx *next;       /* fc_g.created */
 };
 
@@ -218,6 +222,7 @@ struct fc_kernel_op {
     void (*fn)(void **args);
     void **args;
     void *owned;            /* copied argument values, freed after the run */
+    bool occupies_all;      /* at least one block per SM: no room for a copy kernel (case D) */
 };
 
 struct fc_host_op {
@@ -257,6 +262,7 @@ struct fc_device {
     struct fc_stream *legacy;
     bool peer_enabled[FC_MAX_DEVICES]; /* this device may access the peer */
     int running_kernels;
+    int running_full_kernels;          /* of them, those that occupy every SM (case D) */
     double copy_slice_until;           /* case D: copies own the compute engine until then */
 };
 

@@ -69,16 +69,24 @@ void *fc_kernel_args_copy(const void *func, void **args)
     return block;
 }
 
+/* While it runs, a kernel holds its device's compute engine for its own
+ * context, and the whole engine when it occupies every SM: what a
+ * same-device copy waits behind (case D, copy.c). */
 static void kernel_run(struct fc_op *op, cudaError_t status)
 {
     (void)status;
     struct fc_device *dev = &fc_g.dev[op->stream->device];
+    int full = op->u.kernel.occupies_all ? 1 : 0;
     pthread_mutex_lock(&fc_g.mu);
     dev->running_kernels++;
+    dev->running_full_kernels += full;
+    op->stream->ctx->running_kernels++;
     pthread_mutex_unlock(&fc_g.mu);
     op->u.kernel.fn(op->u.kernel.args);
     pthread_mutex_lock(&fc_g.mu);
     dev->running_kernels--;
+    dev->running_full_kernels -= full;
+    op->stream->ctx->running_kernels--;
     pthread_cond_broadcast(&fc_g.done);
     pthread_mutex_unlock(&fc_g.mu);
 }
@@ -128,6 +136,7 @@ static cudaError_t launch_kernel(const void *func, dim3 grid, dim3 block, void *
         op->u.kernel.fn = (void (*)(void **))func;
         op->u.kernel.args = owned != NULL ? owned : args;
         op->u.kernel.owned = owned;
+        op->u.kernel.occupies_all = (unsigned long long)grid.x * grid.y * grid.z >= FC_SM_COUNT;
         fc_submit_locked(s, op);
         fc_stat_add(kernels, 1);
     } else {

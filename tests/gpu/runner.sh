@@ -45,8 +45,18 @@ for mode in $modes; do
     run "$mode" case_c_seed004_1m SCN_C_SEED_BYTES=1M "$bin/case_c_pageable_d2h" seed004
     # as the seed is written: the empty kernel's first launch happens in the
     # other thread, and lazy module loading deadlocks it whatever the copy does
-    run "$mode" case_c_seed004_asis SCN_C_SEED_KERNEL_WARMUP=0 "$bin/case_c_pageable_d2h" seed004
+    run "$mode" case_c_seed004_asis SCN_C_SEED_KERNEL_WARMUP=0 SCN_C_DEADLOCK_S=5 "$bin/case_c_pageable_d2h" seed004
+    # the same with the case E remedy, eager module loading (issue 13): natively
+    # CUDA_MODULE_LOADING=EAGER, under the shim its option eager_modules
+    if [ "$mode" = native ]; then eager=CUDA_MODULE_LOADING=EAGER; else eager=UNSTALL_EAGER_MODULES=1; fi
+    run "$mode" case_c_seed004_asis_eager SCN_C_SEED_KERNEL_WARMUP=0 SCN_C_DEADLOCK_S=5 "$eager" \
+        "$bin/case_c_pageable_d2h" seed004
+    # case D: one burst, and the repeated bursts busy and idle in the primary
+    # and a cuCtxCreate context (issue 13)
     run "$mode" case_d "$bin/case_d_busy_d2d"
+    # the case D remedy (fix_busy_d2d, off by default), under the shim only
+    [ "$mode" = native ] || run "$mode" case_d_fixed UNSTALL_FIX_BUSY_D2D=1 "$bin/case_d_busy_d2d" \
+        bursts_primary_idle bursts_primary_busy bursts_created_idle bursts_created_busy
     run "$mode" case_e "$bin/case_e_legacy"
     run "$mode" case_clean "$bin/case_clean"
 done

@@ -136,4 +136,16 @@ shimmed no_events "$prog" fault_no_events
 expect_log no_events "cannot create the shim's events" 1
 shimmed no_streams "$prog" fault_no_streams
 expect_log no_streams "cannot create the shim's streams" 1
+
+# case D's remedy (fix_busy_d2d, issue 13): data, order, back to native
+stage_prog=$work/d2d_stage_tests
+if ${CC:-gcc} -std=c11 -D_GNU_SOURCE -O1 -g -Wall -Wextra -Werror $SAN_CFLAGS -I"$cuda/include" -I"$here/../fakecuda" \
+    -o "$stage_prog" "$here/d2d_stage_tests.c" -L"$fake" -lcudart -pthread; then
+    run d2d_native LD_LIBRARY_PATH="$fake" FAKECUDA_TIMESLICE_US=10000 "$stage_prog" native
+    run d2d_shim_off LD_LIBRARY_PATH="$fake" LD_PRELOAD="$preload" FAKECUDA_TIMESLICE_US=10000 "$stage_prog" native
+    run d2d_staged LD_LIBRARY_PATH="$fake" LD_PRELOAD="$preload" FAKECUDA_TIMESLICE_US=10000 UNSTALL_FIX_BUSY_D2D=1 \
+        UNSTALL_BUSY_D2D_RECHECK_MS=50 UNSTALL_BUSY_D2D_MAX_BYTES=2m "$stage_prog" staged
+else
+    fail d2d_stage.build "d2d_stage_tests.c does not compile"
+fi
 finish

@@ -141,6 +141,20 @@ def main():
             ok = (x is not None and x.get("during_kernel") == "1" and num(x, "burst_ms", 0) >= 10.0
                   and num(x, "burst_ms", 0) >= 4 * num(x, "base_ms", 1e9))
             c.check(f"stall.D.burst_waits.{mode}", ok, fmt(x, "base_ms", "burst_ms", "during_kernel"))
+            # repeated bursts (run.sh: a 20 ms slice): every burst waits, in both contexts
+            for ctx in ("primary", "created"):
+                busy = row(mode, "case_d_bursts", "D", f"bursts_{ctx}_busy")
+                idle = row(mode, "case_d_bursts", "D", f"bursts_{ctx}_idle")
+                ok = (busy is not None and idle is not None and busy.get("during_kernel") == "1"
+                      and num(busy, "median_ms", 0) >= 16.0 and num(idle, "median_ms", 1e9) < 10.0)
+                c.check(f"stall.D.bursts_wait_{ctx}.{mode}", ok,
+                        fmt(busy, "median_ms", "max_ms", "during_kernel") + " idle " + fmt(idle, "median_ms"))
+        if mode == "shim":
+            # fix_busy_d2d=1: the bursts behind the kernel go through pinned memory
+            for ctx in ("primary", "created"):
+                x = row(mode, "case_d_bursts_fixed", "D", f"bursts_{ctx}_busy")
+                ok = x is not None and x.get("during_kernel") == "1" and num(x, "median_ms", 1e9) < 10.0
+                c.check(f"fixed.D.bursts_{ctx}.{mode}", ok, fmt(x, "median_ms", "max_ms", "during_kernel"))
 
         # legacy stream ordering: natively, and kept by the shim (contract 5)
         x = row(mode, "case_e", "E", "legacy")

@@ -42,6 +42,22 @@ extern "C" void scn_kernel_sleep(cudaStream_t stream, double ms)
     scn_ck(cudaGetLastError(), "scn_spin_kernel<<<1, 1, 0, stream>>>", __FILE__, __LINE__);
 }
 
+// Every SM's thread slots filled with spinning blocks of 1024 threads: a
+// copy kernel finds no room and waits for a time slice (case D, measured on
+// an H200 with a kernel on all 132 SMs).
+extern "C" void scn_kernel_occupy(cudaStream_t stream, double ms)
+{
+    int dev = 0, sms = 0, per_sm = 0;
+    scn_ck(cudaGetDevice(&dev), "cudaGetDevice", __FILE__, __LINE__);
+    scn_ck(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "cudaDeviceGetAttribute(SMs)", __FILE__,
+           __LINE__);
+    scn_ck(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, scn_spin_kernel, 1024, 0),
+           "cudaOccupancyMaxActiveBlocksPerMultiprocessor", __FILE__, __LINE__);
+    long long cycles = (long long)(ms * (double)clock_khz());
+    scn_spin_kernel<<<sms * (per_sm > 0 ? per_sm : 1), 1024, 0, stream>>>(cycles);
+    scn_ck(cudaGetLastError(), "scn_spin_kernel<<<SMs x per SM, 1024, 0, stream>>>", __FILE__, __LINE__);
+}
+
 extern "C" void scn_kernel_empty(cudaStream_t stream)
 {
     scn_empty_kernel<<<1, 1, 0, stream>>>();

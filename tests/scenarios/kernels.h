@@ -16,6 +16,10 @@ extern "C" {
 /* A kernel that occupies the GPU (one block, one thread) for about `ms`
  * milliseconds, on the device of the calling thread's current device. */
 void scn_kernel_sleep(cudaStream_t stream, double ms);
+/* A kernel that occupies every SM of the current device for about `ms`
+ * milliseconds (enough blocks of 1024 threads to fill every SM's thread
+ * slots), so that no copy kernel finds room beside it (case D). */
+void scn_kernel_occupy(cudaStream_t stream, double ms);
 /* A kernel that does nothing. */
 void scn_kernel_empty(cudaStream_t stream);
 

@@ -38,6 +38,18 @@ void scn_kernel_sleep(cudaStream_t stream, double ms)
     SCN_CK(cudaLaunchKernel((const void *)sleep_kernel, one, one, args, 0, stream));
 }
 
+/* One block per SM: the simulated runtime treats it as occupying every SM. */
+void scn_kernel_occupy(cudaStream_t stream, double ms)
+{
+    pthread_once(&registered, register_kernels);
+    int sms = 0;
+    SCN_CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+    double us = ms * 1000.0;
+    void *args[] = {&us};
+    dim3 grid = {(unsigned)(sms > 0 ? sms : 1), 1, 1}, block = {1024, 1, 1};
+    SCN_CK(cudaLaunchKernel((const void *)sleep_kernel, grid, block, args, 0, stream));
+}
+
 void scn_kernel_empty(cudaStream_t stream)
 {
     pthread_once(&registered, register_kernels);

@@ -333,5 +333,23 @@ else
 
 fi
 
+# eager_modules (issue 13, case E): CUDA_MODULE_LOADING=EAGER set before main
+# when asked, a value the user set kept, nothing without the option or disabled
+loading() { env "$@" LD_PRELOAD="$preload" /usr/bin/env 2>/dev/null | sed -n 's/^CUDA_MODULE_LOADING=//p'; }
+[ "$(loading UNSTALL_EAGER_MODULES=1)" = EAGER ] && pass eager_modules_set || fail eager_modules_set "got '$(loading UNSTALL_EAGER_MODULES=1)'"
+[ "$(loading UNSTALL_EAGER_MODULES=1 CUDA_MODULE_LOADING=LAZY)" = LAZY ] && pass eager_modules_user_wins ||
+    fail eager_modules_user_wins "got '$(loading UNSTALL_EAGER_MODULES=1 CUDA_MODULE_LOADING=LAZY)'"
+[ -z "$(loading)" ] && pass eager_modules_default_off || fail eager_modules_default_off "got '$(loading)'"
+[ -z "$(loading UNSTALL_EAGER_MODULES=1 UNSTALL_DISABLE=1)" ] && pass eager_modules_disabled ||
+    fail eager_modules_disabled "got '$(loading UNSTALL_EAGER_MODULES=1 UNSTALL_DISABLE=1)'"
+if [ -n "${TEST_SANITIZER:-}" ]; then
+    # the launcher preloads the shim alone; a sanitized one needs its runtime first
+    echo "SKIP launcher_eager_modules: not under a sanitizer"
+else
+    out=$(env -u CUDA_MODULE_LOADING "$launcher" --lib "$shim" --eager-modules -- /usr/bin/env 2>/dev/null |
+        sed -n 's/^CUDA_MODULE_LOADING=//p')
+    [ "$out" = EAGER ] && pass launcher_eager_modules || fail launcher_eager_modules "got '$out'"
+fi
+
 echo "shim: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

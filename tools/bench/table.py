@@ -71,6 +71,16 @@ def outcome(run):
     return get
 
 
+def remedy_field(ctx, load):
+    """Native: the plain case_d run; unstall: the case_d_fixed run (the
+    shim's directory only has it)."""
+    def get(runs):
+        r = runs.get("case_d_fixed") or runs.get("case_d")
+        x = r.row("D", f"bursts_{ctx}_{load}") if r else None
+        return num(x, "median_ms"), x
+    return get
+
+
 def rows():
     A = ["peer_async", "memcpy_default"]
     return [
@@ -105,10 +115,32 @@ def rows():
             lambda v: v == "completes", "completes"),
         Row(lambda x: "C: seed 004 as written (first launch of the kernel in the other thread: lazy module loading)",
             outcome("case_c_seed004_asis"), "", "text"),
+        Row(lambda x: "C: seed 004 as written, eager module loading (native: CUDA_MODULE_LOADING=EAGER; unstall: "
+            "eager_modules=1)", outcome("case_c_seed004_asis_eager"), "", "text", lambda v: v == "completes",
+            "completes"),
         Row(lambda x: f"D: burst of {x.get('copies', '?') if x else '?'} x {mib(x)} D2D while a {kms(x)} kernel runs",
             field("case_d", "D", "busy_d2d", "burst_ms"), "ms", "lower"),
         Row(lambda x: f"D: the same burst, no kernel running", field("case_d", "D", "busy_d2d", "base_ms"), "ms",
             "lower"),
+    ] + [
+        Row((lambda c, l, a: lambda x: f"D: 10 bursts of {x.get('copies', '?') if x else '?'} x {mib(x)} D2D + sync, "
+             f"{c} context, {l}, {a} burst")(ctx, load, agg), field(run, "D", f"bursts_{ctx}_{load}", key), "ms",
+            "lower",
+            target, target_text)
+        for ctx in ("primary", "created")
+        for load in ("busy", "idle")
+        for run, key, agg, target, target_text in (
+            ("case_d", "median_ms", "median", None, "-"),
+            ("case_d", "max_ms", "max", None, "-"),
+        )
+    ] + [
+        # the remedy: unstall's column is the fix_busy_d2d run, native the plain one
+        Row((lambda c, l: lambda x: f"D: the same, fix_busy_d2d=1 (unstall column), {c} context, {l}, median burst")
+            (ctx, load), remedy_field(ctx, load), "ms", "lower",
+            (lambda v: v < 0.5) if load == "busy" else None, "< 0.5" if load == "busy" else "-")
+        for ctx in ("primary", "created")
+        for load in ("busy", "idle")
+    ] + [
         Row(lambda x: f"E: legacy-stream kernel behind a {kms(x)} kernel on a blocking stream: done at",
             field("case_e", "E", "legacy", "legacy_done_ms"), "ms", "lower"),
     ]

@@ -81,6 +81,15 @@ static inline cudaError_t launch_sleep(cudaStream_t s, double ms)
     return cudaLaunchKernel((const void *)sleep_kernel, one, one, args, 0, s);
 }
 
+/* The same kernel with one block per SM: it occupies every SM (case D). */
+static inline cudaError_t launch_sleep_full(cudaStream_t s, double ms)
+{
+    double us = ms * 1e3;
+    void *args[] = {&us};
+    dim3 grid = {132, 1, 1};
+    return cudaLaunchKernel((const void *)sleep_kernel, grid, one, args, 0, s);
+}
+
 static inline cudaError_t launch_fill(cudaStream_t s, void *dst, int value, size_t n, double ms)
 {
     double us = ms * 1e3;

@@ -4,6 +4,10 @@
  * at once" as < 50 ms, so that a loaded machine does not make them flake. */
 #include "fc_test.h"
 
+#include <cuda.h>
+
+#define CU_OK(call) assert_int_equal((call), CUDA_SUCCESS)
+
 #define KERNEL_MS 200.0
 #define HELD_MS 150.0
 #define AT_ONCE_MS 50.0
@@ -395,12 +399,14 @@ static void test_stall_peer_copy_is_async(void **state)
 
 /* --- case D: same-device copies wait for a time slice ------------------------------------------ */
 
-/* When a burst of `copies` 128 KiB D2D copies is done, from its issue. */
-static double d2d_done_after(cudaStream_t kernel_stream, cudaStream_t copy_stream, void *dst, void *src, int copies)
+/* When a burst of `copies` 128 KiB D2D copies is done, from its issue; the
+ * kernel (if any) occupies every SM when `full`. */
+static double d2d_done_after(cudaStream_t kernel_stream, bool full, cudaStream_t copy_stream, void *dst, void *src,
+                             int copies)
 {
     volatile double t_done = 0;
     if (kernel_stream != NULL)
-        CUDA_OK(launch_sleep(kernel_stream, 300));
+        CUDA_OK(full ? launch_sleep_full(kernel_stream, 300) : launch_sleep(kernel_stream, 300));
     sleep_ms(10); /* the kernel is running */
     double t0 = now_ms();
     for (int i = 0; i < copies; i++)
@@ -423,27 +429,94 @@ static void test_stall_d2d_timeslice(void **state)
     void *src = dev_alloc(0, 1 << 20), *dst = dev_alloc(0, 1 << 20);
     struct fakecuda_stats st;
     fakecuda_reset_stats();
-    /* another stream's kernel: the burst of 8 waits one slice (seed 001) */
-    double t = d2d_done_after(k, c, dst, src, 8);
+    /* a kernel on every SM: the burst of 8 waits one slice (seed 001) */
+    double t = d2d_done_after(k, true, c, dst, src, 8);
     assert_true(t >= 45 && t < 200);
     fakecuda_stats(&st);
     assert_int_equal(st.timeslice_waits, 1);
     assert_true(st.timeslice_wait_us_total >= 45e3);
-    t = d2d_done_after(k, k, dst, src, 1); /* behind it in its own stream: after it */
+    t = d2d_done_after(k, true, k, dst, src, 1); /* behind it in its own stream: after it */
     assert_true(t >= 250);
-    t = d2d_done_after(NULL, c, dst, src, 8); /* no kernel: at once */
+    t = d2d_done_after(NULL, false, c, dst, src, 8); /* no kernel: at once */
     assert_true(t < 30);
-    t = d2d_done_after(k1, c, dst, src, 8); /* a kernel on another device: at once */
+    t = d2d_done_after(k1, true, c, dst, src, 8); /* a kernel on another device: at once */
+    assert_true(t < 30);
+    /* a one-block kernel of the same context leaves SMs free: the copy kernel runs beside it */
+    t = d2d_done_after(k, false, c, dst, src, 8);
     assert_true(t < 30);
     setenv_reload("FAKECUDA_TIMESLICE_US", NULL);
     /* the default slice (2 ms) ends well before the kernel */
-    t = d2d_done_after(k, c, dst, src, 8);
+    t = d2d_done_after(k, true, c, dst, src, 8);
     assert_true(t < 100);
     CUDA_OK(cudaStreamDestroy(k));
     CUDA_OK(cudaStreamDestroy(c));
     CUDA_OK(cudaStreamDestroy(k1));
     CUDA_OK(cudaFree(src));
     CUDA_OK(cudaFree(dst));
+}
+
+/* Bursts repeated back to back (each synchronized) while a kernel holds
+ * every SM: each one waits a slice, not only the first (measured on an
+ * H200: 10 bursts, 2.40 ms each). */
+static void test_stall_d2d_repeated_bursts(void **state)
+{
+    (void)state;
+    setenv_reload("FAKECUDA_TIMESLICE_US", "20000");
+    cudaStream_t k = new_stream(0), c = new_stream(0);
+    void *src = dev_alloc(0, 1 << 20), *dst = dev_alloc(0, 1 << 20);
+    fakecuda_reset_stats();
+    CUDA_OK(launch_sleep_full(k, 400));
+    sleep_ms(5);
+    for (int b = 0; b < 4; b++) {
+        double t0 = now_ms();
+        for (int i = 0; i < 8; i++)
+            CUDA_OK(cudaMemcpyAsync((char *)dst + i * (128 << 10), (char *)src + i * (128 << 10), 128 << 10,
+                                    cudaMemcpyDeviceToDevice, c));
+        CUDA_OK(cudaStreamSynchronize(c));
+        assert_true(now_ms() - t0 >= 15);
+    }
+    struct fakecuda_stats st;
+    fakecuda_stats(&st);
+    assert_int_equal(st.timeslice_waits, 4); /* one per burst: the rest of a burst runs at once */
+    CUDA_OK(cudaDeviceSynchronize());
+    setenv_reload("FAKECUDA_TIMESLICE_US", NULL);
+    CUDA_OK(cudaStreamDestroy(k));
+    CUDA_OK(cudaStreamDestroy(c));
+    CUDA_OK(cudaFree(src));
+    CUDA_OK(cudaFree(dst));
+}
+
+/* A copy in a created context waits behind any kernel of the primary one:
+ * the engine runs one context at a time (seed 001, case 3). */
+static void test_stall_d2d_other_context(void **state)
+{
+    (void)state;
+    setenv_reload("FAKECUDA_TIMESLICE_US", "20000");
+    cudaStream_t k = new_stream(0);
+    CUdevice dev;
+    CUcontext primary, created;
+    CU_OK(cuDeviceGet(&dev, 0));
+    CU_OK(cuCtxGetCurrent(&primary));
+    CU_OK(cuCtxCreate(&created, NULL, 0, dev));
+    cudaStream_t c;
+    CUDA_OK(cudaStreamCreateWithFlags(&c, cudaStreamNonBlocking));
+    void *src, *dst;
+    CUDA_OK(cudaMalloc(&src, 1 << 20));
+    CUDA_OK(cudaMalloc(&dst, 1 << 20));
+    CU_OK(cuCtxSetCurrent(primary));
+    CUDA_OK(launch_sleep(k, 300)); /* one block */
+    sleep_ms(5);
+    CU_OK(cuCtxSetCurrent(created));
+    double t0 = now_ms();
+    CUDA_OK(cudaMemcpyAsync(dst, src, 1 << 20, cudaMemcpyDeviceToDevice, c));
+    CUDA_OK(cudaStreamSynchronize(c));
+    assert_true(now_ms() - t0 >= 15);
+    CUDA_OK(cudaStreamDestroy(c));
+    CU_OK(cuCtxDestroy(created));
+    CU_OK(cuCtxSetCurrent(primary));
+    CUDA_OK(cudaDeviceSynchronize());
+    setenv_reload("FAKECUDA_TIMESLICE_US", NULL);
+    CUDA_OK(cudaStreamDestroy(k));
 }
 
 /* --- the time model --------------------------------------------------------------------------- */
@@ -507,6 +580,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_stall_staged_copy_holds_caller_and_queue),
         cmocka_unit_test(test_stall_peer_copy_is_async),
         cmocka_unit_test(test_stall_d2d_timeslice),
+        cmocka_unit_test(test_stall_d2d_repeated_bursts),
+        cmocka_unit_test(test_stall_d2d_other_context),
         cmocka_unit_test(test_stall_bandwidth_and_scale),
     };
     return cmocka_run_group_tests_name("fakecuda stalls", tests, NULL, NULL);

@@ -1,0 +1,233 @@
+/* engine_late.c - see engine_late.h. */
+#include "engine_late.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "context.h"
+#include "real.h"
+#include "state.h"
+
+#define SLOTS 256
+#define PROBES 8 /* positions tried from a key's hash */
+
+struct us_engine_slot {
+    pthread_mutex_t lock;
+    bool used;
+    cudaStream_t stream;
+    CUcontext context;
+    pthread_t thread;         /* the per-thread stream's thread; else unused */
+    cudaEvent_t start, end;   /* timing events of `context`; NULL until the first probe */
+    bool pending;             /* the pair is recorded around a copy of pending_bytes */
+    size_t pending_bytes;
+    uint64_t last_probe_ns;
+    bool late;                /* the last finished probe was late */
+    struct us_engine_stage stage;
+};
+
+static struct us_engine_slot slots[SLOTS];
+static pthread_once_t slots_once = PTHREAD_ONCE_INIT;
+
+static void slots_init(void)
+{
+    for (int i = 0; i < SLOTS; i++)
+        pthread_mutex_init(&slots[i].lock, NULL);
+}
+
+uint64_t us_engine_lateness_ns(double elapsed_ms, size_t bytes)
+{
+    double expected_ns = 50e3 + (double)bytes / 200.0; /* 200 GB/s = 200 bytes per ns */
+    double ns = elapsed_ms * 1e6;
+    return ns > expected_ns ? (uint64_t)(ns - expected_ns) : 0;
+}
+
+static size_t key_hash(cudaStream_t s, CUcontext ctx, bool per_thread)
+{
+    uint64_t h = (uint64_t)(uintptr_t)s * 0x9E3779B97F4A7C15ull ^ (uint64_t)(uintptr_t)ctx * 0xC2B2AE3D27D4EB4Full;
+    if (per_thread)
+        h ^= (uint64_t)pthread_self() * 0x165667B19E3779F9ull;
+    return (size_t)(h >> 17) % SLOTS;
+}
+
+static bool key_is(const struct us_engine_slot *sl, cudaStream_t s, CUcontext ctx, bool per_thread)
+{
+    return sl->stream == s && sl->context == ctx && (!per_thread || pthread_equal(sl->thread, pthread_self()));
+}
+
+/* The slot of (stream, context[, thread]), locked; NULL when busy or none.
+ * A slot of another key is taken over only when nothing of it is in flight
+ * and it owns no staging buffer (a buffer may still be read by its stream). */
+static struct us_engine_slot *slot_take(cudaStream_t s, CUcontext ctx, bool per_thread)
+{
+    pthread_once(&slots_once, slots_init);
+    size_t h = key_hash(s, ctx, per_thread);
+    struct us_engine_slot *spare = NULL;
+    for (size_t i = 0; i < PROBES; i++) {
+        struct us_engine_slot *sl = &slots[(h + i) % SLOTS];
+        if (pthread_mutex_trylock(&sl->lock) != 0)
+            continue;
+        if (sl->used && key_is(sl, s, ctx, per_thread)) {
+            if (spare != NULL)
+                pthread_mutex_unlock(&spare->lock);
+            return sl;
+        }
+        if (spare == NULL && (!sl->used || (!sl->pending && sl->stage.host == NULL))) {
+            spare = sl; /* kept locked */
+            continue;
+        }
+        pthread_mutex_unlock(&sl->lock);
+    }
+    if (spare == NULL)
+        return NULL;
+    if (spare->used && spare->context != ctx) {
+        /* events of another context: left to it (it may be gone) */
+        spare->start = spare->end = NULL;
+    }
+    spare->used = true;
+    spare->stream = s;
+    spare->context = ctx;
+    spare->thread = pthread_self();
+    spare->pending = false;
+    spare->late = false;
+    spare->last_probe_ns = 0;
+    return spare;
+}
+
+/* The shim's own calls run in relaxed capture mode (design.md, contract 7). */
+static bool relax(const struct us_real_api *real, enum cudaStreamCaptureMode *saved)
+{
+    *saved = cudaStreamCaptureModeRelaxed;
+    return real->cudaThreadExchangeStreamCaptureMode != NULL &&
+           real->cudaThreadExchangeStreamCaptureMode(saved) == cudaSuccess;
+}
+
+static void unrelax(const struct us_real_api *real, bool relaxed, enum cudaStreamCaptureMode *saved)
+{
+    if (relaxed)
+        real->cudaThreadExchangeStreamCaptureMode(saved);
+}
+
+/* Reads a pending probe if its end event is done (never waits). */
+static void read_probe(struct us_engine_slot *sl, const struct us_config *cfg, struct us_engine_call *call)
+{
+    const struct us_real_api *real = us_real();
+    if (real->cudaEventQuery == NULL || real->cudaEventElapsedTime == NULL) {
+        sl->pending = false;
+        return;
+    }
+    cudaError_t q = real->cudaEventQuery(sl->end);
+    if (q == cudaErrorNotReady)
+        return;
+    sl->pending = false;
+    float ms = 0;
+    if (q != cudaSuccess || real->cudaEventElapsedTime(&ms, sl->start, sl->end) != cudaSuccess)
+        return; /* lost (a reset, a destroyed context): the next probe tells */
+    uint64_t late = us_engine_lateness_ns(ms, sl->pending_bytes);
+    call->finished = true;
+    sl->late = late >= (uint64_t)cfg->busy_d2d_late_us * 1000u;
+    call->late_ns = sl->late ? late : 0;
+    call->late_bytes = sl->pending_bytes;
+}
+
+/* Whether a timed copy may go on this stream now: not capturing, on the
+ * current device (an event records only on a stream of its own device). */
+static bool probe_allowed(const struct us_copy *c, cudaStream_t s)
+{
+    const struct us_real_api *real = us_real();
+    enum cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+    int device = -1;
+    if (real->cudaStreamIsCapturing == NULL || real->cudaStreamIsCapturing(s, &st) != cudaSuccess ||
+        st != cudaStreamCaptureStatusNone)
+        return false;
+    return real->cudaGetDevice != NULL && real->cudaGetDevice(&device) == cudaSuccess &&
+           device == c->src_mem.device;
+}
+
+void us_engine_begin(const struct us_copy *c, const struct us_config *cfg, struct us_engine_call *call)
+{
+    *call = (struct us_engine_call){0};
+    if (cfg->busy_d2d_probe_ms == 0 && !cfg->fix_busy_d2d)
+        return;
+    call->stream = us_copy_stream(c);
+    call->context = us_context_current();
+    bool per_thread = call->stream == cudaStreamPerThread;
+    struct us_engine_slot *sl = slot_take(call->stream, call->context, per_thread);
+    if (sl == NULL)
+        return;
+    call->slot = sl;
+    const struct us_real_api *real = us_real();
+    enum cudaStreamCaptureMode saved;
+    bool relaxed = false;
+    uint64_t now = us_now_ns();
+    bool due = cfg->busy_d2d_probe_ms > 0 && now - sl->last_probe_ns >= (uint64_t)cfg->busy_d2d_probe_ms * 1000000u;
+    if (sl->pending || due)
+        relaxed = relax(real, &saved);
+    if (sl->pending)
+        read_probe(sl, cfg, call);
+    /* while late and staged, a timed native copy costs a time slice: check
+     * seldom (busy_d2d_recheck_ms) */
+    if (due && sl->late && cfg->fix && cfg->fix_busy_d2d)
+        due = now - sl->last_probe_ns >= (uint64_t)cfg->busy_d2d_recheck_ms * 1000000u;
+    if (!sl->pending && due && probe_allowed(c, call->stream)) {
+        if (sl->start == NULL && real->cudaEventCreateWithFlags(&sl->start, cudaEventDefault) != cudaSuccess)
+            sl->start = NULL;
+        if (sl->start != NULL && sl->end == NULL &&
+            real->cudaEventCreateWithFlags(&sl->end, cudaEventDefault) != cudaSuccess)
+            sl->end = NULL;
+        call->probe = sl->start != NULL && sl->end != NULL;
+        sl->last_probe_ns = now;
+    }
+    unrelax(real, relaxed, &saved);
+    /* a timed copy goes native even while late: that is how the verdict
+     * learns that the engine is free again */
+    call->stage = sl->late && !call->probe;
+}
+
+cudaError_t us_engine_native(const struct us_copy *c, struct us_engine_call *call)
+{
+    if (!call->probe)
+        return us_copy_native(c);
+    struct us_engine_slot *sl = call->slot;
+    const struct us_real_api *real = us_real();
+    enum cudaStreamCaptureMode saved;
+    bool relaxed = relax(real, &saved);
+    bool started = real->cudaEventRecord(sl->start, call->stream) == cudaSuccess;
+    unrelax(real, relaxed, &saved);
+    cudaError_t err = us_copy_native(c);
+    if (started && err == cudaSuccess) {
+        relaxed = relax(real, &saved);
+        if (real->cudaEventRecord(sl->end, call->stream) == cudaSuccess) {
+            sl->pending = true;
+            sl->pending_bytes = c->bytes;
+        }
+        unrelax(real, relaxed, &saved);
+    }
+    return err;
+}
+
+void us_engine_end(struct us_engine_call *call)
+{
+    if (call->slot != NULL)
+        pthread_mutex_unlock(&call->slot->lock);
+    call->slot = NULL;
+}
+
+struct us_engine_stage *us_engine_stage_of(struct us_engine_call *call)
+{
+    return call->slot != NULL ? &call->slot->stage : NULL;
+}
+
+void us_engine_reset(void)
+{
+    pthread_once(&slots_once, slots_init);
+    for (int i = 0; i < SLOTS; i++) {
+        pthread_mutex_lock(&slots[i].lock);
+        struct us_engine_slot *sl = &slots[i];
+        sl->used = sl->pending = sl->late = false;
+        sl->start = sl->end = NULL;
+        sl->stage = (struct us_engine_stage){0};
+        sl->last_probe_ns = 0;
+        pthread_mutex_unlock(&slots[i].lock);
+    }
+}

@@ -1,0 +1,73 @@
+/* engine_late.h - whether same-device D2D copies start late because the
+ * compute engine is busy (case D, rule busy_engine_d2d, issue 13).
+ *
+ * A same-device copy runs as a kernel. Behind a kernel that holds every SM,
+ * or any kernel of another context, it waits for a time slice (2 ms by
+ * default; measured on an H200: 10 bursts of 8 x 1 MiB, 2.40 ms each
+ * instead of 40 us). Whether that happens is not known at the call: it is
+ * measured. Now and then (at most once per busy_d2d_probe_ms per stream) a
+ * copy is timed by a pair of timing events around it on its own stream; a
+ * later copy of that stream reads the pair with cudaEventQuery (never a
+ * wait) and learns how much longer the copy took than its size explains:
+ * how late it started. The verdict is kept per stream, and the remedy
+ * (fix/d2d_stage.c) follows it.
+ *
+ * Per stream (and context, and thread for the per-thread stream) one slot of
+ * a small table, each with its own lock, taken with trylock: a copy that
+ * finds its slot busy or the table full is neither timed nor staged. Cost of
+ * a copy when no probe is due: one cuCtxGetCurrent, a hash, a trylock. */
+#ifndef UNSTALL_ENGINE_LATE_H
+#define UNSTALL_ENGINE_LATE_H
+
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "copy.h"
+
+struct us_engine_slot;
+
+/* One same-device copy's dealings with its stream's slot, from
+ * us_engine_begin to us_engine_end. */
+struct us_engine_call {
+    struct us_engine_slot *slot; /* held for this copy; NULL: nothing to do */
+    cudaStream_t stream;         /* explicit handle (us_copy_stream) */
+    CUcontext context;           /* the issuing context */
+    bool probe;                  /* time this copy natively */
+    bool stage;                  /* this stream's copies are late: the remedy may stage this one */
+    bool finished;               /* a probe of this stream finished now */
+    uint64_t late_ns;            /* finished late: how late its copy started; 0: on time */
+    size_t late_bytes;           /* the size of that copy */
+};
+
+/* Before a same-device D2D copy `c`. Reads the stream's pending probe if
+ * its events are done, and decides whether to time this copy. */
+void us_engine_begin(const struct us_copy *c, const struct us_config *cfg, struct us_engine_call *call);
+
+/* The copy natively, timed when call->probe (an event pair on its stream). */
+cudaError_t us_engine_native(const struct us_copy *c, struct us_engine_call *call);
+
+/* After the copy: gives the slot back. */
+void us_engine_end(struct us_engine_call *call);
+
+/* The staging buffer of the slot (fix/d2d_stage.c owns what is in it):
+ * pinned host memory that only this stream's copies use, in stream order. */
+struct us_engine_stage {
+    void *host;
+    size_t bytes;
+};
+struct us_engine_stage *us_engine_stage_of(struct us_engine_call *call);
+
+/* How late a timed copy of `bytes` started, given its event-measured time:
+ * what exceeds what its size explains (a same-device copy moves at least
+ * 200 GB/s, plus 50 us), 0 when nothing. Pure (unit tested). */
+uint64_t us_engine_lateness_ns(double elapsed_ms, size_t bytes);
+
+/* Tests: forget every slot (the events and buffers are leaked on purpose:
+ * they may belong to contexts gone by now). */
+void us_engine_reset(void);
+
+#endif

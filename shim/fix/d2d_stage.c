@@ -1,0 +1,89 @@
+/* d2d_stage.c - see d2d_stage.h. */
+#include "d2d_stage.h"
+
+#include <stdatomic.h>
+
+#include "log.h"
+#include "real.h"
+
+static bool stream_capturing(const struct us_real_api *real, cudaStream_t s)
+{
+    enum cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+    return real->cudaStreamIsCapturing == NULL || real->cudaStreamIsCapturing(s, &st) != cudaSuccess ||
+           st != cudaStreamCaptureStatusNone;
+}
+
+/* The asynchronous copies it stages: the runtime's, and the driver's that a
+ * static runtime or a driver-API program makes (the driver layer). */
+static bool stageable_api(enum us_copy_api api)
+{
+    switch (api) {
+    case US_API_MEMCPY_ASYNC:
+    case US_API_MEMCPY_ASYNC_PTSZ:
+    case US_API_CU_DTOD_ASYNC:
+    case US_API_CU_DTOD_ASYNC_PTSZ:
+    case US_API_CU_MEMCPY_ASYNC:
+    case US_API_CU_MEMCPY_ASYNC_PTSZ: return true;
+    default: return false;
+    }
+}
+
+/* One half of the staged copy as the runtime's cudaMemcpyAsync on the copy's
+ * stream: a driver function moves one direction only (cuMemcpyDtoDAsync
+ * cannot write host memory), and the runtime takes the driver's stream
+ * handles; the per-thread variant keeps "0" the per-thread stream. */
+static struct us_copy half_of(const struct us_copy *c, void *dst, const void *src, enum cudaMemcpyKind kind)
+{
+    struct us_copy h = *c;
+    h.api = us_copy_is_per_thread(c) ? US_API_MEMCPY_ASYNC_PTSZ : US_API_MEMCPY_ASYNC;
+    h.driver_fn = NULL;
+    h.dst = dst;
+    h.src = src;
+    h.kind = kind;
+    return h;
+}
+
+bool us_d2d_stage(const struct us_copy *c, const struct us_config *cfg, struct us_engine_call *call,
+                  cudaError_t *result)
+{
+    static atomic_bool logged_alloc, logged_first;
+    struct us_engine_stage *stage = us_engine_stage_of(call);
+    if (stage == NULL || c->bytes == 0 || c->bytes > cfg->busy_d2d_max_bytes || !stageable_api(c->api))
+        return false;
+    const struct us_real_api *real = us_real();
+    if (real->cudaHostAlloc == NULL || real->cudaThreadExchangeStreamCaptureMode == NULL)
+        return false;
+    enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    bool relaxed = real->cudaThreadExchangeStreamCaptureMode(&mode) == cudaSuccess;
+    bool ok = !stream_capturing(real, call->stream);
+    if (ok && stage->host == NULL) {
+        /* portable: the stream may belong to a context the program created */
+        void *host = NULL;
+        cudaError_t err = real->cudaHostAlloc(&host, cfg->busy_d2d_max_bytes, cudaHostAllocPortable);
+        if (err == cudaSuccess) {
+            stage->host = host;
+            stage->bytes = cfg->busy_d2d_max_bytes;
+        } else {
+            us_log_once(&logged_alloc, US_LOG_WARN,
+                        "fix_busy_d2d: no pinned staging buffer (cudaHostAlloc: %s); late same-device copies stay "
+                        "native",
+                        us_real_error_name(err));
+            ok = false;
+        }
+    }
+    if (relaxed)
+        real->cudaThreadExchangeStreamCaptureMode(&mode);
+    if (!ok || c->bytes > stage->bytes)
+        return false;
+    us_log_once(&logged_first, US_LOG_INFO,
+                "fix_busy_d2d: same-device copies start late behind the compute engine; copying them through "
+                "pinned memory on the copy engines while they do");
+    struct us_copy down = half_of(c, stage->host, c->src, cudaMemcpyDeviceToHost),
+                   up = half_of(c, c->dst, stage->host, cudaMemcpyHostToDevice);
+    /* the first half fails: nothing was issued, the native call's error is
+     * the same kind of error; the second: the data is not there, reported */
+    *result = us_copy_native(&down);
+    if (*result == cudaSuccess)
+        *result = us_copy_native(&up);
+    return true;
+}
