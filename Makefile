@@ -137,13 +137,13 @@ $(FAKE_DIR)/libcudart_static.a: $(FAKE_GEN)/runtime.o $(FAKE_GEN)/trampolines.o
 	@mkdir -p $(FAKE_DIR)
 	rm -f $@ && ar rcs $@ $^
 
-$(BUILD)/fakecuda/test_%: tests/fakecuda/tests/test_%.c $(FAKE_LIB)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -Itests/fakecuda $< -o $@ -L$(FAKE_DIR) -lcudart -l:libcuda.so.1 -ldl -lcmocka -pthread -lm -Wl,-rpath,'$$ORIGIN'
+$(BUILD)/fakecuda/test_%: tests/fakecuda/tests/test_%.c $(FAKE_LIB) tests/common/summary.h
+	$(CC) $(CPPFLAGS) $(CFLAGS) -Itests/fakecuda -Itests/common $< -o $@ -L$(FAKE_DIR) -lcudart -l:libcuda.so.1 -ldl -lcmocka -pthread -lm -Wl,-rpath,'$$ORIGIN'
 
 # --- unit tests (cmocka, tests/unit/test_<module>.c) ----------------------------
-$(BUILD)/unit/test_%: tests/unit/test_%.c $(CORE_LIB) $(wildcard tests/unit/*.h)
+$(BUILD)/unit/test_%: tests/unit/test_%.c $(CORE_LIB) $(wildcard tests/unit/*.h) tests/common/summary.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -Itests/unit $< $(wildcard tests/unit/fake_*.c) -o $@ $(CORE_LIB) -lcmocka -ldl -pthread -lm
+	$(CC) $(CPPFLAGS) $(CFLAGS) -Itests/unit -Itests/common $< $(wildcard tests/unit/fake_*.c) -o $@ $(CORE_LIB) -lcmocka -ldl -pthread -lm
 
 # --- scenario programs: CI build over the simulated runtime ---------------------
 # RUNPATH to the simulated runtime: run directly or under tools/unstall, they

@@ -15,6 +15,8 @@
 
 #include <cmocka.h>
 
+#include "summary.h"
+
 #include "callsite.h"
 #include "config.h"
 #include "findings.h"
@@ -232,7 +234,7 @@ static void test_callsite_demangles_without_parameters(void **state)
     assert_int_equal(waitpid(pid, &status, 0), pid);
     assert_true(WIFEXITED(status));
     if (WEXITSTATUS(status) == 77)
-        skip();
+        us_test_skip();
     assert_int_equal(WEXITSTATUS(status), 0);
 }
 
@@ -399,7 +401,7 @@ static void test_callsite_python_frames_when_gil_held(void **state)
     assert_int_equal(waitpid(pid, &status, 0), pid);
     assert_true(WIFEXITED(status));
     if (WEXITSTATUS(status) == 77)
-        skip(); /* no libpython to embed here */
+        us_test_skip(); /* no libpython to embed here */
     assert_int_equal(WEXITSTATUS(status), 0);
 }
 
@@ -430,5 +432,5 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_callsite_python_frames_when_gil_held, setup, teardown),
         cmocka_unit_test_setup_teardown(test_callsite_no_python_no_frames, setup, teardown),
     };
-    return cmocka_run_group_tests_name("callsite", tests, NULL, NULL);
+    return US_RUN_TESTS("test_callsite", tests, NULL, NULL);
 }

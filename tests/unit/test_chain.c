@@ -8,6 +8,8 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "summary.h"
+
 #include "chain.h"
 #include "device_state.h"
 #include "fake_cuda.h"
@@ -199,5 +201,5 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_chain_native_call_passes_the_layer_below_through, setup, teardown),
         cmocka_unit_test_setup_teardown(test_chain_driver_copy_native_call, setup, teardown),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return US_RUN_TESTS("test_chain", tests, NULL, NULL);
 }

@@ -7,6 +7,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "summary.h"
+
 #include <string.h>
 
 #include "classify.h"
@@ -171,5 +173,5 @@ int main(void)
         cmocka_unit_test_setup(test_classify_peer_api_devices_must_agree, setup),
         cmocka_unit_test_setup(test_classify_stream_kinds, setup),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return US_RUN_TESTS("test_classify", tests, NULL, NULL);
 }

@@ -16,6 +16,8 @@
 
 #include <cmocka.h>
 
+#include "summary.h"
+
 #include "config.h"
 #include "log.h"
 
@@ -1020,5 +1022,5 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_config_profiles_load_cleanly, setup, teardown),
         cmocka_unit_test_setup_teardown(test_config_generated_file_is_the_defaults, setup, teardown),
     };
-    return cmocka_run_group_tests_name("config", tests, NULL, NULL);
+    return US_RUN_TESTS("test_config", tests, NULL, NULL);
 }

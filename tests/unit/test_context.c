@@ -6,6 +6,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "summary.h"
+
 #include "context.h"
 #include "fake_cuda.h"
 #include "real.h"
@@ -153,5 +155,5 @@ int main(void)
         cmocka_unit_test_setup(test_context_secondary_alone_does_not_compete, setup),
         cmocka_unit_test_setup(test_context_unknown_answers_no, setup),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return US_RUN_TESTS("test_context", tests, NULL, NULL);
 }

@@ -5,6 +5,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "summary.h"
+
 #include "device_state.h"
 
 static int reset(void **state)
@@ -75,5 +77,5 @@ int main(void)
         cmocka_unit_test_setup(test_device_blocking_stream_count, reset),
         cmocka_unit_test_setup(test_device_legacy_use_noted_once, reset),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return US_RUN_TESTS("test_device_state", tests, NULL, NULL);
 }

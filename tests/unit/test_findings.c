@@ -21,6 +21,8 @@
 
 #include <cmocka.h>
 
+#include "summary.h"
+
 #include "callsite.h"
 #include "config.h"
 #include "findings.h"
@@ -851,5 +853,5 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_findings_report_json_file, setup, teardown),
         cmocka_unit_test_setup_teardown(test_findings_report_json_unwritable, setup, teardown),
     };
-    return cmocka_run_group_tests_name("findings", tests, NULL, NULL);
+    return US_RUN_TESTS("test_findings", tests, NULL, NULL);
 }

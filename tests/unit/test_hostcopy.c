@@ -16,6 +16,8 @@
 
 #include <cmocka.h>
 
+#include "summary.h"
+
 #include "config.h"
 #include "hostcopy.h"
 
@@ -214,5 +216,5 @@ int main(void)
         T(test_hostcopy_after_fork),
     };
 #undef T
-    return cmocka_run_group_tests_name("hostcopy", tests, NULL, NULL);
+    return US_RUN_TESTS("test_hostcopy", tests, NULL, NULL);
 }

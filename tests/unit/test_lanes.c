@@ -9,6 +9,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "summary.h"
+
 #include "fake_cuda.h"
 #include "lanes.h"
 #include "log.h"
@@ -125,5 +127,5 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_lanes_reset_forgets_the_device_only, setup, fake_cuda_teardown),
         cmocka_unit_test_setup_teardown(test_lanes_broken_lane_is_replaced, setup, fake_cuda_teardown),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return US_RUN_TESTS("test_lanes", tests, NULL, NULL);
 }

@@ -16,6 +16,8 @@
 
 #include <cmocka.h>
 
+#include "summary.h"
+
 #include "config.h"
 #include "log.h"
 
@@ -567,5 +569,5 @@ int main(void)
         T(test_log_expand_path),
     };
 #undef T
-    return cmocka_run_group_tests_name("log", tests, NULL, NULL);
+    return US_RUN_TESTS("test_log", tests, NULL, NULL);
 }

@@ -10,6 +10,8 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "summary.h"
+
 #include "copy.h"
 #include "fake_cuda.h"
 #include "log.h"
@@ -131,5 +133,5 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_d2h_no_pinned_memory_declines, setup, fake_cuda_teardown),
         cmocka_unit_test_setup_teardown(test_d2h_errors, setup, fake_cuda_teardown),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return US_RUN_TESTS("test_pipeline_d2h", tests, NULL, NULL);
 }

@@ -10,6 +10,8 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "summary.h"
+
 #include "copy.h"
 #include "fake_cuda.h"
 #include "grower.h"
@@ -245,5 +247,5 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_h2d_runtime_without_a_rewrite_function_declines, setup, fake_cuda_teardown),
         cmocka_unit_test_setup_teardown(test_h2d_error_mid_pipeline_is_returned, setup, fake_cuda_teardown),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return US_RUN_TESTS("test_pipeline_h2d", tests, NULL, NULL);
 }

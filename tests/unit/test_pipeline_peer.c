@@ -12,6 +12,8 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "summary.h"
+
 #include "copy.h"
 #include "fake_cuda.h"
 #include "lanes.h"
@@ -475,5 +477,5 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_peer_sync_api_waits_and_gates_on_legacy_streams, setup, teardown),
         cmocka_unit_test_setup_teardown(test_peer_legacy_stream_orders_with_the_other_device, setup, teardown),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return US_RUN_TESTS("test_pipeline_peer", tests, NULL, NULL);
 }

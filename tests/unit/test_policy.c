@@ -6,6 +6,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "summary.h"
+
 #include <string.h>
 
 #include "policy.h"
@@ -145,5 +147,5 @@ int main(void)
         cmocka_unit_test(test_policy_fix_switches_turn_rewrites_off),
         cmocka_unit_test(test_policy_same_device_copy_fires_nothing_at_decision),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return US_RUN_TESTS("test_policy", tests, NULL, NULL);
 }

@@ -8,6 +8,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "summary.h"
+
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -795,5 +797,5 @@ int main(void)
     const char *filter = getenv("PTRTABLE_TEST");
     if (filter != NULL)
         cmocka_set_test_filter(filter);
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return US_RUN_TESTS("test_ptrtable", tests, NULL, NULL);
 }

@@ -18,6 +18,8 @@
 
 #include <cmocka.h>
 
+#include "summary.h"
+
 #include "report.h"
 
 static void test_report_bytes(void **state)
@@ -457,5 +459,5 @@ int main(void)
         cmocka_unit_test(test_report_save_keeps_a_richer_report_of_this_run),
         cmocka_unit_test(test_report_content_of),
     };
-    return cmocka_run_group_tests_name("report", tests, NULL, NULL);
+    return US_RUN_TESTS("test_report", tests, NULL, NULL);
 }

@@ -7,6 +7,8 @@
 
 #include <cmocka.h>
 
+#include "summary.h"
+
 #include "rules.h"
 
 static void test_rules_fields_are_filled(void **state)
@@ -94,5 +96,5 @@ int main(void)
         cmocka_unit_test(test_rules_severity_names),
         cmocka_unit_test(test_rules_severity_names_match_option),
     };
-    return cmocka_run_group_tests_name("rules", tests, NULL, NULL);
+    return US_RUN_TESTS("test_rules", tests, NULL, NULL);
 }

@@ -12,6 +12,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "summary.h"
+
 #include "fake_cuda.h"
 #include "grower.h"
 #include "log.h"
@@ -514,5 +516,5 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_staging_grower_respects_pinned_max, setup, fake_cuda_teardown),
         cmocka_unit_test_setup_teardown(test_staging_grower_failure_is_logged_once, setup, fake_cuda_teardown),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return US_RUN_TESTS("test_staging", tests, NULL, NULL);
 }

@@ -10,6 +10,8 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "summary.h"
+
 #include "state.h"
 
 /* A re-entry during the start (the configuration loader's own logging, a
@@ -89,5 +91,5 @@ int main(void)
         cmocka_unit_test(test_state_reentry_passes_through),
         cmocka_unit_test(test_state_notes_the_first_hook),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return US_RUN_TESTS("test_state", tests, NULL, NULL);
 }

@@ -6,6 +6,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "summary.h"
+
 #include "device_state.h"
 #include "streams.h"
 
@@ -70,5 +72,5 @@ int main(void)
         cmocka_unit_test_setup(test_streams_unknown_destroy_is_ignored, reset),
         cmocka_unit_test_setup(test_streams_reused_handle_replaces, reset),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return US_RUN_TESTS("test_streams", tests, NULL, NULL);
 }

@@ -11,6 +11,8 @@
 #include <time.h>
 #include <cmocka.h>
 
+#include "summary.h"
+
 #include "thread.h"
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
@@ -72,5 +74,5 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_thread_detached_masked_named),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return US_RUN_TESTS("test_thread", tests, NULL, NULL);
 }

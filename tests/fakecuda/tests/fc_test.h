@@ -9,6 +9,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "summary.h"
+
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>

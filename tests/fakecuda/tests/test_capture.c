@@ -359,5 +359,5 @@ int main(void)
         cmocka_unit_test(test_capture_graph_memory),
         cmocka_unit_test(test_malloc_async_stream_order),
     };
-    return cmocka_run_group_tests(tests, setup, NULL);
+    return US_RUN_TESTS("test_capture", tests, setup, NULL);
 }

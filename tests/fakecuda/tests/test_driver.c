@@ -191,5 +191,5 @@ int main(void)
         cmocka_unit_test(test_other_device_stream_accepted),
         cmocka_unit_test(test_runtime_copies_through_driver),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return US_RUN_TESTS("test_driver", tests, NULL, NULL);
 }

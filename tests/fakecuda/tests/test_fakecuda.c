@@ -950,5 +950,5 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_fakecuda_exit_while_busy),
         cmocka_unit_test(test_fakecuda_forked_child),
     };
-    return cmocka_run_group_tests_name("fakecuda", tests, NULL, NULL);
+    return US_RUN_TESTS("test_fakecuda", tests, NULL, NULL);
 }

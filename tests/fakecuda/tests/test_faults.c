@@ -321,5 +321,5 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_faults_peer_enable_hangs),
         cmocka_unit_test(test_faults_device_count),
     };
-    return cmocka_run_group_tests_name("fakecuda faults", tests, NULL, NULL);
+    return US_RUN_TESTS("test_faults", tests, NULL, NULL);
 }

@@ -537,7 +537,7 @@ static void test_stall_bandwidth_and_scale(void **state)
 {
     (void)state;
     if (getenv("TEST_SANITIZER") != NULL) /* speed only: a sanitizer's memmove is several times slower */
-        skip();
+        us_test_skip();
     struct timed_copy c = {NULL, NULL, 100 << 20}; /* 104.9 MB: 105 ms at 1 GB/s, 2 ms at 50 */
     CUDA_OK(cudaMallocHost(&c.h, c.n));
     CUDA_OK(cudaMalloc(&c.d, c.n));
@@ -584,5 +584,5 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_stall_d2d_other_context),
         cmocka_unit_test(test_stall_bandwidth_and_scale),
     };
-    return cmocka_run_group_tests_name("fakecuda stalls", tests, NULL, NULL);
+    return US_RUN_TESTS("test_stalls", tests, NULL, NULL);
 }
