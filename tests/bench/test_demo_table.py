@@ -65,7 +65,7 @@ class DemoTable(unittest.TestCase):
     def test_figures_from_the_result_lines(self):
         cells = {r.split("|")[1].strip(): [c.strip() for c in r.split("|")[2:4]] for r in self.table[2:]}
         self.assertEqual(cells["B: 64 MiB pageable H2D behind a 50 ms kernel: call held"], ["58.9 ms", "7.252 ms"])
-        self.assertEqual(cells["C: seed 004 program (4 B D2H on stream 0)"], ["deadlock", "completes"])
+        self.assertEqual(cells["C: a 4 B D2H on stream 0 whose stream waits for another thread's launch"], ["deadlock", "completes"])
         # a case that did not run shows "-", never a made-up figure
         self.assertEqual(cells["E: legacy-stream work behind a ? ms kernel: done at"], ["-", "-"])
 
