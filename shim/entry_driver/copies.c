@@ -14,6 +14,7 @@
 #include <pthread.h>
 
 #include "device_state.h"
+#include "log.h"
 #include "state.h"
 #include "watch.h"
 
@@ -50,8 +51,9 @@ int us_drv_context_device(CUcontext ctx)
     return dev;
 }
 
-static CUresult run_copy(struct us_copy *c)
+static CUresult run_copy(struct us_copy *c, const void *caller)
 {
+    static int logged_inside_runtime;
     if (c->driver_fn == NULL)
         return CUDA_ERROR_NOT_FOUND; /* never handed out before its real function is known */
     if (us_passthrough())
@@ -61,6 +63,13 @@ static CUresult run_copy(struct us_copy *c)
      * dynamic runtime gets one loaded for the shim's work, else native */
     if (!us_drv_runtime_ready())
         return (CUresult)us_copy_native(c);
+    if (us_drv_inside_runtime(caller)) {
+        us_log_once(&logged_inside_runtime, US_LOG_INFO,
+                    "driver layer: a copy the CUDA runtime makes inside one of its own calls that unstall does not "
+                    "intercept (%s, e.g. from cudaMemcpyToSymbol) goes native: rewriting it would re-enter the runtime",
+                    us_copy_api_name(c->api));
+        return (CUresult)us_copy_native(c);
+    }
     if (us_copy_is_peer(c)) {
         c->peer_dst_device = c->peer_dst_ctx != NULL ? us_drv_context_device(c->peer_dst_ctx) : -2;
         c->peer_src_device = c->peer_src_ctx != NULL ? us_drv_context_device(c->peer_src_ctx) : -2;
@@ -75,7 +84,7 @@ static CUresult run_copy(struct us_copy *c)
             .api = id, US_DRV_FILL_##shape, .peer_dst_device = -1, .peer_src_device = -1,                     \
             .driver_fn = us_drv_real(US_DRV_FN_##fn),                                                         \
         };                                                                                                    \
-        return run_copy(&c);                                                                                  \
+        return run_copy(&c, __builtin_return_address(0));                                                     \
     }
 US_DRIVER_COPY_APIS(DEFINE_COPY_WRAPPER)
 #undef DEFINE_COPY_WRAPPER

@@ -85,4 +85,11 @@ void *us_drv_real_dlsym(void *handle, const char *name);
  * call; logged once. */
 bool us_drv_runtime_ready(void);
 
+/* runtime.c: whether a return address lies in that runtime. A copy the
+ * program's dynamic runtime makes inside one of its own calls that the
+ * shim's runtime layer did not take (cudaMemcpyToSymbol, a cudaMemcpyAsync
+ * the program took with dlsym) passes through: rewriting it would re-enter
+ * the runtime from inside its own call, which it does not promise to allow. */
+bool us_drv_inside_runtime(const void *address);
+
 #endif

@@ -15,7 +15,9 @@
 #include "driver_layer.h"
 
 #include <dlfcn.h>
+#include <link.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -83,4 +85,44 @@ bool us_drv_runtime_ready(void)
         return true;
     pthread_once(&load_once, load);
     return atomic_load_explicit(&ready, memory_order_acquire);
+}
+
+/* --- calls the runtime makes inside its own API calls ------------------------------- */
+
+/* The address range of the loaded runtime the shim uses (real.h), found once:
+ * the load segments of the object that holds its cudaGetDevice. */
+static pthread_once_t range_once = PTHREAD_ONCE_INIT;
+static uintptr_t range_lo, range_hi;
+
+static int find_segments(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)size;
+    uintptr_t inside = (uintptr_t)data;
+    uintptr_t lo = UINTPTR_MAX, hi = 0;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_LOAD)
+            continue;
+        uintptr_t start = info->dlpi_addr + ph->p_vaddr, end = start + ph->p_memsz;
+        lo = start < lo ? start : lo;
+        hi = end > hi ? end : hi;
+    }
+    if (inside < lo || inside >= hi)
+        return 0;
+    range_lo = lo;
+    range_hi = hi;
+    return 1;
+}
+
+static void find_range(void)
+{
+    void *fn = (void *)us_real()->cudaGetDevice;
+    if (fn != NULL)
+        dl_iterate_phdr(find_segments, fn);
+}
+
+bool us_drv_inside_runtime(const void *address)
+{
+    pthread_once(&range_once, find_range);
+    return (uintptr_t)address >= range_lo && (uintptr_t)address < range_hi;
 }

@@ -150,6 +150,17 @@ if [ "$target" = fake ]; then
         else
             check "$name" --require pageable_d2h:cuMemcpyDtoHAsync_v2:fixed
         fi
+    # a copy the dynamic runtime makes inside its own call that the runtime
+    # layer did not take (cudaMemcpyAsync taken from libcudart with dlsym):
+    # native at the driver layer, no finding, said once
+    name=runtime-inner-copy
+    ${CC:-gcc} $cc_flags -o "$work/rt_inner" "$here/rt_inner.c" -ldl &&
+        run "$name" ok LD_PRELOAD="$preload" UNSTALL_REPORT="$work/$name.json" "$work/rt_inner" "$fake/libcudart.so.13" &&
+        if grep -q "inside one of its own calls" "$work/$name.out"; then
+            check "$name" --forbid pageable_d2h --forbid pageable_h2d
+        else
+            fail "$name" "no line says the runtime's inner copy went native"
+        fi
     # graph capture through the driver layer: every outcome as native
     name=capture-static
     if ${CC:-gcc} $cc_flags -I"$here/../fakecuda" -o "$work/capture_static" "$here/../capture/capture_conform.c" \

@@ -133,9 +133,12 @@ static const struct driver_api *driver(void)
     return &drv;
 }
 
+/* A driver result as the runtime returns it: the simulated driver's codes
+ * are the runtime's numbers, and a failure is also the thread's last error
+ * (cudaGetLastError), as the real runtime records it after the driver call. */
 static cudaError_t rt(CUresult rc)
 {
-    return (cudaError_t)rc; /* the simulated driver's codes are the runtime's numbers */
+    return rc == CUDA_SUCCESS ? cudaSuccess : runtime_error((cudaError_t)rc);
 }
 
 #define DPTR(p) ((CUdeviceptr)(uintptr_t)(p))
