@@ -120,6 +120,8 @@ struct fakecuda_stats {
     unsigned long async_errors;           /* operations that failed asynchronously */
     unsigned long faults_injected;        /* API calls failed by a fault site */
     unsigned long streams_created, events_created, pinned_allocs;
+    unsigned long pinned_allocs_created_ctx; /* of them, made while a cuCtxCreate context was current: on a GPU
+                                              * freed with that context (cuCtxDestroy) */
     unsigned long host_registers;         /* cudaHostRegister calls that succeeded */
     unsigned long long pinned_alloc_max_bytes; /* largest single cudaHostAlloc/cudaMallocHost */
     unsigned long long host_register_max_bytes; /* largest single cudaHostRegister */

@@ -197,6 +197,11 @@ static void created_context(bool expect_staged, int *bad)
                      why);
     else /* a copy within a slice that an earlier one won runs at once: not every round waits */
         check_timing(busy.copies_pinned == 0 && busy.timeslice_waits >= 2, "stage.created.native", why);
+    /* the staging buffer outlives the created context: allocated in the
+     * primary one (cuCtxDestroy frees what was allocated in the context) */
+    snprintf(why, sizeof why, "%lu pinned allocations, %lu of them in the created context", busy.pinned_allocs,
+             busy.pinned_allocs_created_ctx);
+    check(busy.pinned_allocs_created_ctx == 0, "stage.created.buffer_in_primary_context", why);
     CU(cuCtxSetCurrent(primary));
     CUDA(cudaStreamSynchronize(k));
     CUDA(cudaStreamDestroy(k));
