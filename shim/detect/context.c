@@ -26,6 +26,8 @@ static void resolve(void)
         *(void **)&resolved.cuDevicePrimaryCtxGetState = dlsym(driver, "cuDevicePrimaryCtxGetState");
         *(void **)&resolved.cuDevicePrimaryCtxRetain = dlsym(driver, "cuDevicePrimaryCtxRetain");
         *(void **)&resolved.cuDevicePrimaryCtxRelease = dlsym(driver, "cuDevicePrimaryCtxRelease_v2");
+        *(void **)&resolved.cuCtxPushCurrent = dlsym(driver, "cuCtxPushCurrent_v2");
+        *(void **)&resolved.cuCtxPopCurrent = dlsym(driver, "cuCtxPopCurrent_v2");
     }
     const struct us_driver_api *expected = NULL;
     atomic_compare_exchange_strong(&active_api, &expected, &resolved);
@@ -102,6 +104,34 @@ bool us_context_foreign(void)
         return false;
     /* an inactive primary context cannot be the current one */
     return primary_of(api, device) != current;
+}
+
+bool us_context_enter_primary(int device, bool *pushed)
+{
+    *pushed = false;
+    const struct us_driver_api *api = driver_api();
+    CUcontext current = NULL;
+    if (device < 0 || device >= US_MAX_DEVICES || api->cuCtxGetCurrent == NULL ||
+        api->cuCtxGetCurrent(&current) != CUDA_SUCCESS)
+        return false;
+    CUcontext primary_ctx = primary_of(api, device);
+    if (primary_ctx == NULL)
+        return false;
+    if (primary_ctx == current)
+        return true;
+    if (api->cuCtxPushCurrent == NULL || api->cuCtxPopCurrent == NULL ||
+        api->cuCtxPushCurrent(primary_ctx) != CUDA_SUCCESS)
+        return false;
+    *pushed = true;
+    return true;
+}
+
+void us_context_leave_primary(bool pushed)
+{
+    const struct us_driver_api *api = driver_api();
+    CUcontext popped;
+    if (pushed)
+        api->cuCtxPopCurrent(&popped);
 }
 
 CUcontext us_context_current(void)

@@ -19,6 +19,8 @@ struct us_driver_api {
     CUresult (*cuDevicePrimaryCtxGetState)(CUdevice dev, unsigned int *flags, int *active);
     CUresult (*cuDevicePrimaryCtxRetain)(CUcontext *pctx, CUdevice dev);
     CUresult (*cuDevicePrimaryCtxRelease)(CUdevice dev);
+    CUresult (*cuCtxPushCurrent)(CUcontext ctx);
+    CUresult (*cuCtxPopCurrent)(CUcontext *pctx);
 };
 
 /* True when the calling thread's current context is not the primary context
@@ -39,6 +41,15 @@ bool us_context_foreign(void);
 /* The calling thread's current context; NULL when none or unknown. One
  * cuCtxGetCurrent. */
 CUcontext us_context_current(void);
+
+/* Makes the primary context of `device` current on the calling thread until
+ * us_context_leave_primary, when it is active: what the shim allocates
+ * there lives as long as the runtime, while a context the program created
+ * may be destroyed, and what was allocated in it with it. *pushed: whether
+ * a push happened (false when it was current already). false: the primary
+ * context is not active, or the driver cannot be asked; nothing pushed. */
+bool us_context_enter_primary(int device, bool *pushed);
+void us_context_leave_primary(bool pushed);
 
 /* Replace the driver functions (tests); NULL: resolve from libcuda again.
  * Also forgets the primary contexts remembered. */

@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "context.h"
+#include "log.h"
 #include "real.h"
 #include "state.h"
 
@@ -132,6 +133,11 @@ static void read_probe(struct us_engine_slot *sl, const struct us_config *cfg, s
     if (q != cudaSuccess || real->cudaEventElapsedTime(&ms, sl->start, sl->end) != cudaSuccess)
         return; /* lost (a reset, a destroyed context): the next probe tells */
     uint64_t late = us_engine_lateness_ns(ms, sl->pending_bytes);
+    /* UNSTALL_LOG_LEVEL=debug: every timed copy, to tell on a GPU whether
+     * the event pair sees the wait at all (a descheduled context's events
+     * may wait with its copies) */
+    us_log(US_LOG_DEBUG, "busy_engine_d2d: a timed copy of %zu bytes took %.3f ms (late %.3f ms) in context %p",
+           sl->pending_bytes, (double)ms, (double)late / 1e6, (void *)sl->context);
     call->finished = true;
     sl->late = late >= (uint64_t)cfg->busy_d2d_late_us * 1000u;
     call->late_ns = sl->late ? late : 0;

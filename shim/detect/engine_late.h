@@ -1,10 +1,12 @@
 /* engine_late.h - whether same-device D2D copies start late because the
  * compute engine is busy (case D, rule busy_engine_d2d, issue 13).
  *
- * A same-device copy runs as a kernel. Behind a kernel that holds every SM,
- * or any kernel of another context, it waits for a time slice (2 ms by
- * default; measured on an H200: 10 bursts of 8 x 1 MiB, 2.40 ms each
- * instead of 40 us). Whether that happens is not known at the call: it is
+ * A same-device copy runs as a kernel. Behind a kernel of its own context
+ * that holds every SM it waits until that kernel ends; behind any kernel of
+ * another context, a time slice (2 ms by default) per burst (measured on
+ * H200s: 197.9 ms for the first burst behind a 200 ms kernel of the same
+ * context; 2.44 ms every burst of 8 x 1 MiB in a created context, instead
+ * of 40 us). Whether that happens is not known at the call: it is
  * measured. Now and then (at most once per busy_d2d_probe_ms per stream) a
  * copy is timed by a pair of timing events around it on its own stream; a
  * later copy of that stream reads the pair with cudaEventQuery (never a

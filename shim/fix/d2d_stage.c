@@ -3,6 +3,7 @@
 
 #include <stdatomic.h>
 
+#include "context.h"
 #include "log.h"
 #include "real.h"
 
@@ -57,17 +58,25 @@ bool us_d2d_stage(const struct us_copy *c, const struct us_config *cfg, struct u
     bool relaxed = real->cudaThreadExchangeStreamCaptureMode(&mode) == cudaSuccess;
     bool ok = !stream_capturing(real, call->stream);
     if (ok && stage->host == NULL) {
-        /* portable: the stream may belong to a context the program created */
+        /* allocated in the device's primary context, portable: the stream
+         * may belong to a context the program created, and destroying that
+         * context would free what was allocated in it while this slot still
+         * points there (a later context and stream may get the same handles) */
         void *host = NULL;
-        cudaError_t err = real->cudaHostAlloc(&host, cfg->busy_d2d_max_bytes, cudaHostAllocPortable);
+        bool pushed;
+        bool primary = us_context_enter_primary(c->src_mem.device, &pushed);
+        cudaError_t err = cudaErrorUnknown;
+        if (primary) {
+            err = real->cudaHostAlloc(&host, cfg->busy_d2d_max_bytes, cudaHostAllocPortable);
+            us_context_leave_primary(pushed);
+        }
         if (err == cudaSuccess) {
             stage->host = host;
             stage->bytes = cfg->busy_d2d_max_bytes;
         } else {
             us_log_once(&logged_alloc, US_LOG_WARN,
-                        "fix_busy_d2d: no pinned staging buffer (cudaHostAlloc: %s); late same-device copies stay "
-                        "native",
-                        us_real_error_name(err));
+                        "fix_busy_d2d: no pinned staging buffer (%s); late same-device copies stay native",
+                        primary ? us_real_error_name(err) : "the device's primary context is not active");
             ok = false;
         }
     }

@@ -1,14 +1,15 @@
 /* Rule (case D, seed 001): a same-device D2D copy runs as a kernel on the
- * compute engine. Behind a kernel that occupies every SM it starts late (a
- * time slice, 2 ms by default), burst after burst; beside a one-block kernel
- * of the same context it runs at once; in a context the program created
- * (cuCtxCreate) it waits behind any kernel of the primary context.
+ * compute engine. Behind a kernel of its own context that occupies every SM
+ * it waits until that kernel ends (the first burst; the others run after
+ * it); beside a one-block kernel of the same context it runs at once; in a
+ * context the program created (cuCtxCreate) it waits behind any kernel of
+ * the primary context, a time slice (2 ms by default) burst after burst.
  * Arguments: full (the kernel occupies every SM), one_block, created (a
  * one-block kernel in the primary context, the copies in a created one).
  * Outcome: late=1 when the median of 5 bursts of 4 x 64 KiB, each timed by an
  * event pair on the copy stream and synchronized, took more than 1.2 ms (idle:
  * tens of us; busy: a time slice, 2 ms), and during=1 when every burst ended
- * before the 300 ms kernel. */
+ * before the 300 ms kernel (full: 0, the first burst ends with the kernel). */
 #include "conform.h"
 
 #include <dlfcn.h>

@@ -636,11 +636,13 @@ SITUATION(clean_explicit_sync)
     expect_pattern(out, BIG, 15, "after polling cudaEventQuery");
 }
 
-/* busy_engine_d2d fires for a same-device copy issued from a context other
- * than the device's active primary one (seed 001); the simulated runtime has
- * no driver contexts, so this copy in the primary context, beside a 20 ms
- * kernel on stream A, must NOT fire it (check.py), nor anything of medium or
- * high severity. The firing side is unit-tested (test_context.c). */
+/* busy_engine_d2d is measured: a timed same-device copy that started late
+ * behind the compute engine. This copy, in the primary context beside a
+ * one-block 20 ms kernel of the same context on stream A, has SMs free and
+ * runs at once: it must NOT fire it (check.py), nor anything of medium or
+ * high severity. The firing side is the case_d scenario (check.py): the
+ * first burst behind a kernel of its own context on every SM waits for the
+ * kernel's end, and bursts in a created context wait a time slice each. */
 SITUATION(fire_busy_engine_d2d)
 {
     cudaStream_t a = nb_stream(), b = nb_stream();

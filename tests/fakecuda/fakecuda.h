@@ -106,8 +106,13 @@ struct fakecuda_stats {
     double api_lock_max_hold_us;          /* longest time the process-wide API lock was held */
     double api_lock_max_wait_us;          /* longest time a call waited to take it */
     unsigned long api_lock_waits;         /* calls that found it taken */
-    unsigned long timeslice_waits;        /* case D: same-device copies that waited for the compute engine */
+    /* case D: same-device copies that waited for the compute engine: a time
+     * slice (behind another context's kernel), or until a kernel of their own
+     * context that occupies every SM ended */
+    unsigned long timeslice_waits;
     double timeslice_wait_us_total;
+    unsigned long kernel_end_waits;
+    double kernel_end_wait_us_total;
     /* other work */
     unsigned long kernels, host_funcs, memsets, event_records, stream_waits;
     unsigned long implicit_syncs;         /* device synchronizations by cudaFree, cudaHostAlloc, ... */
@@ -115,6 +120,8 @@ struct fakecuda_stats {
     unsigned long async_errors;           /* operations that failed asynchronously */
     unsigned long faults_injected;        /* API calls failed by a fault site */
     unsigned long streams_created, events_created, pinned_allocs;
+    unsigned long pinned_allocs_created_ctx; /* of them, made while a cuCtxCreate context was current: on a GPU
+                                              * freed with that context (cuCtxDestroy) */
     unsigned long host_registers;         /* cudaHostRegister calls that succeeded */
     unsigned long long pinned_alloc_max_bytes; /* largest single cudaHostAlloc/cudaMallocHost */
     unsigned long long host_register_max_bytes; /* largest single cudaHostRegister */

@@ -86,6 +86,7 @@ struct fc_ctx {
     bool used;                 /* primary: the runtime worked in it (atomic) */
     struct fc_stream *legacy;  /* its NULL stream */
     int running_kernels;       /* its kernels running now (case D: other contexts' wait) */
+    int running_full_kernels;  /* of them, those that occupy every SM (case D: its own copies wait) */
     struct fc_ctx *next;       /* fc_g.created */
 };
 

@@ -70,8 +70,9 @@ void *fc_kernel_args_copy(const void *func, void **args)
 }
 
 /* While it runs, a kernel holds its device's compute engine for its own
- * context, and the whole engine when it occupies every SM: what a
- * same-device copy waits behind (case D, copy.c). */
+ * context (other contexts' copies wait a time slice), and when it occupies
+ * every SM it leaves no room for its own context's copies until it ends:
+ * what a same-device copy waits behind (case D, copy.c). */
 static void kernel_run(struct fc_op *op, cudaError_t status)
 {
     (void)status;
@@ -81,12 +82,14 @@ static void kernel_run(struct fc_op *op, cudaError_t status)
     dev->running_kernels++;
     dev->running_full_kernels += full;
     op->stream->ctx->running_kernels++;
+    op->stream->ctx->running_full_kernels += full;
     pthread_mutex_unlock(&fc_g.mu);
     op->u.kernel.fn(op->u.kernel.args);
     pthread_mutex_lock(&fc_g.mu);
     dev->running_kernels--;
     dev->running_full_kernels -= full;
     op->stream->ctx->running_kernels--;
+    op->stream->ctx->running_full_kernels -= full;
     pthread_cond_broadcast(&fc_g.done);
     pthread_mutex_unlock(&fc_g.mu);
 }

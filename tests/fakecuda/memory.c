@@ -275,6 +275,8 @@ cudaError_t cudaHostAlloc(void **ptr, size_t size, unsigned int flags)
         return fc_ret(cudaErrorMemoryAllocation);
     }
     fc_stat_add(pinned_allocs, 1);
+    if (!fc_current_ctx()->primary)
+        fc_stat_add(pinned_allocs_created_ctx, 1);
     fc_stat_max(pinned_alloc_max_bytes, (unsigned long long)size);
     *ptr = p;
     return cudaSuccess;

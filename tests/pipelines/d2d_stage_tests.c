@@ -1,10 +1,17 @@
 /* d2d_stage_tests.c - the case D remedy (fix_busy_d2d, issue 13) on the
- * simulated runtime: same-device copies of a stream whose copies start late
- * behind a kernel on every SM go through pinned memory; the data and the
- * stream order stay exact, and once the engine is free the copies go native
- * again. Run by tests/pipelines/run.sh natively (the test is right) and
- * under the shim with UNSTALL_FIX_BUSY_D2D=1. Prints "PASS name" or
- * "FAIL name: why"; exits 1 on a failure.
+ * simulated runtime, in the two cases measured on H200s:
+ *   created  the copies in a cuCtxCreate context, a kernel on every SM in
+ *            the primary one: every burst waits a time slice natively; the
+ *            remedy copies the stream's copies through pinned memory once
+ *            one is found late; the data and the stream order stay exact,
+ *            and once the engine is free the copies go native again;
+ *   primary  the kernel and the copies in the primary context: the first
+ *            copy waits for the kernel's end (no time slice within a
+ *            context), and the remedy cannot help (it learns of it only
+ *            after); the data and the order stay exact.
+ * Run by tests/pipelines/run.sh natively (the test is right) and under the
+ * shim with UNSTALL_FIX_BUSY_D2D=1. Prints "PASS name" or "FAIL name: why";
+ * exits 1 on a failure.
  *
  * Usage: d2d_stage_tests [staged|native]   staged: the shim is expected to
  * stage (asserted from fakecuda's statistics); native: it must not. */
@@ -14,6 +21,7 @@
 #include <string.h>
 #include <time.h>
 
+#include <cuda.h>
 #include <cuda_runtime_api.h>
 
 #include "fakecuda.h"
@@ -22,6 +30,8 @@
 #define ROUNDS 12
 
 static int failures;
+
+#define KERNEL_MS 400.0
 
 static void check(bool ok, const char *name, const char *why)
 {
@@ -80,6 +90,21 @@ static void verify(cudaStream_t s, const void *p, size_t n, unsigned seed, int *
     CUDA(cudaLaunchKernel((const void *)check_kernel, one, one, a, 0, s));
 }
 
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+#define CU(call)                                                                                                   \
+    do {                                                                                                           \
+        if ((call) != CUDA_SUCCESS) {                                                                              \
+            printf("FAIL %s: %s\n", __func__, #call);                                                              \
+            exit(1);                                                                                               \
+        }                                                                                                          \
+    } while (0)
+
 static void sleep_ms(double ms)
 {
     struct timespec ts = {(time_t)(ms / 1000), (long)(ms * 1e6) % 1000000000L};
@@ -97,6 +122,138 @@ static void check_timing(bool ok, const char *name, const char *why)
         check(ok, name, why);
 }
 
+/* What one context's copies need: the buffers and streams, made while that
+ * context is current (a stream is used only from its own context). */
+struct copier {
+    unsigned char *src, *dst;
+    cudaStream_t s, t;
+    cudaEvent_t copied;
+};
+
+static void copier_make(struct copier *c)
+{
+    CUDA(cudaMalloc((void **)&c->src, N));
+    CUDA(cudaMalloc((void **)&c->dst, N));
+    CUDA(cudaStreamCreateWithFlags(&c->s, cudaStreamNonBlocking));
+    CUDA(cudaStreamCreateWithFlags(&c->t, cudaStreamNonBlocking));
+    CUDA(cudaEventCreateWithFlags(&c->copied, cudaEventDisableTiming));
+}
+
+/* Data and order: each round a kernel on s fills src with a new pattern,
+ * the copy follows on s, a kernel on s checks dst, and another stream that
+ * waits for an event after the copy checks it too; the next round's fill
+ * and copy then overwrite src and dst while the checks queued before them
+ * must still see this round's pattern. Returns the first round's time. */
+static double rounds(const struct copier *c, int *bad)
+{
+    double first = 0;
+    for (unsigned r = 0; r < ROUNDS; r++) {
+        double t0 = now_ms();
+        fill(c->s, c->src, N, r + 1);
+        CUDA(cudaMemcpyAsync(c->dst, c->src, N, cudaMemcpyDeviceToDevice, c->s));
+        CUDA(cudaEventRecord(c->copied, c->s));
+        verify(c->s, c->dst, N, r + 1, &bad[0]);
+        CUDA(cudaStreamWaitEvent(c->t, c->copied, 0));
+        verify(c->t, c->dst, N, r + 1, &bad[1]);
+        CUDA(cudaStreamSynchronize(c->t));
+        CUDA(cudaStreamSynchronize(c->s));
+        if (r == 0)
+            first = now_ms() - t0;
+    }
+    /* a zero-byte copy stays native and right */
+    CUDA(cudaMemcpyAsync(c->dst, c->src, 0, cudaMemcpyDeviceToDevice, c->s));
+    CUDA(cudaStreamSynchronize(c->s));
+    return first;
+}
+
+/* The copies in a created context, the kernel in the primary one. */
+static void created_context(bool expect_staged, int *bad)
+{
+    CUcontext primary, created;
+    CUdevice dev;
+    CU(cuCtxGetCurrent(&primary));
+    CU(cuDeviceGet(&dev, 0));
+    CU(cuCtxCreate(&created, NULL, 0, dev)); /* current from here */
+    struct copier c;
+    copier_make(&c);
+    bad[0] = bad[1] = 0;
+    CU(cuCtxSetCurrent(primary));
+    cudaStream_t k;
+    CUDA(cudaStreamCreateWithFlags(&k, cudaStreamNonBlocking));
+    fakecuda_reset_stats();
+    occupy(k, KERNEL_MS);
+    CU(cuCtxSetCurrent(created));
+    sleep_ms(5);
+    rounds(&c, bad);
+    struct fakecuda_stats busy;
+    fakecuda_stats(&busy);
+    char why[200];
+    snprintf(why, sizeof why, "stream s saw %d bad rounds, stream t %d", bad[0], bad[1]);
+    check(bad[0] == 0 && bad[1] == 0, "stage.created.data_and_order", why);
+    snprintf(why, sizeof why, "%lu pinned copies, %lu same-device copies, %lu time-slice waits", busy.copies_pinned,
+             busy.copies_d2d, busy.timeslice_waits);
+    if (expect_staged)
+        check_timing(busy.copies_pinned >= 2 * (ROUNDS / 2) && busy.timeslice_waits <= 3, "stage.created.staged",
+                     why);
+    else /* a copy within a slice that an earlier one won runs at once: not every round waits */
+        check_timing(busy.copies_pinned == 0 && busy.timeslice_waits >= 2, "stage.created.native", why);
+    /* the staging buffer outlives the created context: allocated in the
+     * primary one (cuCtxDestroy frees what was allocated in the context) */
+    snprintf(why, sizeof why, "%lu pinned allocations, %lu of them in the created context", busy.pinned_allocs,
+             busy.pinned_allocs_created_ctx);
+    check(busy.pinned_allocs_created_ctx == 0, "stage.created.buffer_in_primary_context", why);
+    CU(cuCtxSetCurrent(primary));
+    CUDA(cudaStreamSynchronize(k));
+    CUDA(cudaStreamDestroy(k));
+    CU(cuCtxSetCurrent(created));
+
+    /* the engine is free again: after a recheck (run.sh: 50 ms) the copies go native */
+    if (expect_staged) {
+        for (int r = 0; r < 10; r++) {
+            CUDA(cudaMemcpyAsync(c.dst, c.src, N, cudaMemcpyDeviceToDevice, c.s));
+            CUDA(cudaStreamSynchronize(c.s));
+            sleep_ms(8);
+        }
+        fakecuda_reset_stats();
+        for (int r = 0; r < 10; r++)
+            CUDA(cudaMemcpyAsync(c.dst, c.src, N, cudaMemcpyDeviceToDevice, c.s));
+        CUDA(cudaStreamSynchronize(c.s));
+        struct fakecuda_stats idle;
+        fakecuda_stats(&idle);
+        snprintf(why, sizeof why, "%lu pinned copies, %lu same-device copies", idle.copies_pinned, idle.copies_d2d);
+        check_timing(idle.copies_pinned == 0 && idle.copies_d2d == 10, "stage.created.back_to_native", why);
+    }
+    CU(cuCtxDestroy(created));
+    CU(cuCtxSetCurrent(primary));
+}
+
+/* The kernel and the copies in the primary context: the first copy waits
+ * for the kernel's end, staged or not; the data and the order hold. */
+static void primary_context(int *bad)
+{
+    struct copier c;
+    copier_make(&c);
+    bad[0] = bad[1] = 0;
+    cudaStream_t k;
+    CUDA(cudaStreamCreateWithFlags(&k, cudaStreamNonBlocking));
+    fakecuda_reset_stats();
+    double t_kernel = now_ms();
+    occupy(k, KERNEL_MS);
+    sleep_ms(5);
+    double first = rounds(&c, bad);
+    double left = KERNEL_MS - (now_ms() - t_kernel - first); /* what was left of the kernel at the first round */
+    struct fakecuda_stats busy;
+    fakecuda_stats(&busy);
+    char why[200];
+    snprintf(why, sizeof why, "stream s saw %d bad rounds, stream t %d", bad[0], bad[1]);
+    check(bad[0] == 0 && bad[1] == 0, "stage.primary.data_and_order", why);
+    snprintf(why, sizeof why, "first round %.1f ms (the kernel had %.1f ms left), %lu kernel-end waits", first,
+             left, busy.kernel_end_waits);
+    check_timing(first >= 0.8 * left && busy.kernel_end_waits == 1, "stage.primary.first_waits_kernel_end", why);
+    CUDA(cudaStreamSynchronize(k));
+    CUDA(cudaStreamDestroy(k));
+}
+
 int main(int argc, char **argv)
 {
     bool expect_staged = argc > 1 && strcmp(argv[1], "staged") == 0;
@@ -106,68 +263,10 @@ int main(int argc, char **argv)
     fakecuda_register_kernel((const void *)fill_kernel, 3, szf);
     fakecuda_register_kernel((const void *)check_kernel, 4, szc);
     CUDA(cudaSetDevice(0));
-    unsigned char *src, *dst;
-    int *bad;
-    CUDA(cudaMalloc((void **)&src, N));
-    CUDA(cudaMalloc((void **)&dst, N));
-    CUDA(cudaMallocHost((void **)&bad, 2 * sizeof(int)));
-    bad[0] = bad[1] = 0;
-    cudaStream_t k, s, t;
-    cudaEvent_t copied;
-    CUDA(cudaStreamCreateWithFlags(&k, cudaStreamNonBlocking));
-    CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-    CUDA(cudaStreamCreateWithFlags(&t, cudaStreamNonBlocking));
-    CUDA(cudaEventCreateWithFlags(&copied, cudaEventDisableTiming));
-
-    /* data and order: each round a kernel on s fills src with a new
-     * pattern, the copy follows on s, a kernel on s checks dst, and another
-     * stream that waits for an event after the copy checks it too; the
-     * copy then overwrites dst's start while the checks queued behind it
-     * must still see the round's pattern (they run before it) */
-    fakecuda_reset_stats();
-    occupy(k, 400);
-    sleep_ms(5);
-    for (unsigned r = 0; r < ROUNDS; r++) {
-        fill(s, src, N, r + 1);
-        CUDA(cudaMemcpyAsync(dst, src, N, cudaMemcpyDeviceToDevice, s));
-        CUDA(cudaEventRecord(copied, s));
-        verify(s, dst, N, r + 1, &bad[0]);
-        CUDA(cudaStreamWaitEvent(t, copied, 0));
-        verify(t, dst, N, r + 1, &bad[1]);
-        CUDA(cudaStreamSynchronize(t));
-        CUDA(cudaStreamSynchronize(s));
-    }
-    /* a zero-byte copy and one larger than busy_d2d_max_bytes (run.sh: 1m) stay native and right */
-    CUDA(cudaMemcpyAsync(dst, src, 0, cudaMemcpyDeviceToDevice, s));
-    CUDA(cudaStreamSynchronize(s));
-    struct fakecuda_stats busy;
-    fakecuda_stats(&busy);
-    char why[200];
-    snprintf(why, sizeof why, "stream s saw %d bad rounds, stream t %d", bad[0], bad[1]);
-    check(bad[0] == 0 && bad[1] == 0, "stage.data_and_order", why);
-    snprintf(why, sizeof why, "%lu pinned copies, %lu same-device copies, %lu time-slice waits", busy.copies_pinned,
-             busy.copies_d2d, busy.timeslice_waits);
-    if (expect_staged)
-        check_timing(busy.copies_pinned >= 2 * (ROUNDS / 2) && busy.timeslice_waits <= 3, "stage.staged", why);
-    else /* a copy within a slice that an earlier one won runs at once: not every round waits */
-        check_timing(busy.copies_pinned == 0 && busy.timeslice_waits >= 2, "stage.native", why);
-    CUDA(cudaStreamSynchronize(k));
-
-    /* the engine is free again: after a recheck (run.sh: 50 ms) the copies go native */
-    if (expect_staged) {
-        for (int r = 0; r < 10; r++) {
-            CUDA(cudaMemcpyAsync(dst, src, N, cudaMemcpyDeviceToDevice, s));
-            CUDA(cudaStreamSynchronize(s));
-            sleep_ms(8);
-        }
-        fakecuda_reset_stats();
-        for (int r = 0; r < 10; r++)
-            CUDA(cudaMemcpyAsync(dst, src, N, cudaMemcpyDeviceToDevice, s));
-        CUDA(cudaStreamSynchronize(s));
-        struct fakecuda_stats idle;
-        fakecuda_stats(&idle);
-        snprintf(why, sizeof why, "%lu pinned copies, %lu same-device copies", idle.copies_pinned, idle.copies_d2d);
-        check_timing(idle.copies_pinned == 0 && idle.copies_d2d == 10, "stage.back_to_native", why);
-    }
+    CUDA(cudaFree(0)); /* the primary context, current */
+    int *bad; /* portable: the checks run in both contexts */
+    CUDA(cudaHostAlloc((void **)&bad, 2 * sizeof(int), cudaHostAllocPortable));
+    created_context(expect_staged, bad);
+    primary_context(bad);
     return failures != 0;
 }

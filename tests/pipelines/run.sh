@@ -137,14 +137,19 @@ expect_log no_events "cannot create the shim's events" 1
 shimmed no_streams "$prog" fault_no_streams
 expect_log no_streams "cannot create the shim's streams" 1
 
-# case D's remedy (fix_busy_d2d, issue 13): data, order, back to native
+# case D's remedy (fix_busy_d2d, issue 13): in a created context data, order,
+# staged while late, back to native; in the primary one data and order, and the
+# first copy waits for the kernel's end whatever the shim does
 stage_prog=$work/d2d_stage_tests
 if ${CC:-gcc} -std=c11 -D_GNU_SOURCE -O1 -g -Wall -Wextra -Werror $SAN_CFLAGS -I"$cuda/include" -I"$here/../fakecuda" \
-    -o "$stage_prog" "$here/d2d_stage_tests.c" -L"$fake" -lcudart -pthread; then
+    -o "$stage_prog" "$here/d2d_stage_tests.c" -L"$fake" -lcudart -l:libcuda.so.1 -pthread; then
     run d2d_native LD_LIBRARY_PATH="$fake" FAKECUDA_TIMESLICE_US=10000 "$stage_prog" native
     run d2d_shim_off LD_LIBRARY_PATH="$fake" LD_PRELOAD="$preload" FAKECUDA_TIMESLICE_US=10000 "$stage_prog" native
+    # late: 3 ms over what the size explains, against the simulated 10 ms
+    # slice (the default 0.5 ms is within what a simulated 1 MiB copy's
+    # memmove takes on a loaded 2-core machine: a free engine looked busy)
     run d2d_staged LD_LIBRARY_PATH="$fake" LD_PRELOAD="$preload" FAKECUDA_TIMESLICE_US=10000 UNSTALL_FIX_BUSY_D2D=1 \
-        UNSTALL_BUSY_D2D_RECHECK_MS=50 UNSTALL_BUSY_D2D_MAX_BYTES=2m "$stage_prog" staged
+        UNSTALL_BUSY_D2D_RECHECK_MS=50 UNSTALL_BUSY_D2D_MAX_BYTES=2m UNSTALL_BUSY_D2D_LATE_US=3000 "$stage_prog" staged
 else
     fail d2d_stage.build "d2d_stage_tests.c does not compile"
 fi

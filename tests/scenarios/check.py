@@ -137,24 +137,50 @@ def main():
                 c.check(f"stall.C.{run[len('case_c_'):]}_deadlocks.{mode}", ok,
                         fmt(x, "bytes", "completed", "deadlock") + f" exit={r.rc if r else '-'}")
             x = row(mode, "case_d", "D", "busy_d2d")
-            # run.sh sets a 20 ms time slice: the first burst waits for it
-            ok = (x is not None and x.get("during_kernel") == "1" and num(x, "burst_ms", 0) >= 10.0
+            # the burst waits for the end of the kernel of its own context on
+            # every SM (no time slice within a context; measured on H200s:
+            # 198.0 ms behind a 200 ms kernel), so it ends after the kernel
+            ok = (x is not None and x.get("during_kernel") == "0"
+                  and num(x, "burst_ms", 0) >= 0.8 * num(x, "kernel_ms", 1e9)
                   and num(x, "burst_ms", 0) >= 4 * num(x, "base_ms", 1e9))
-            c.check(f"stall.D.burst_waits.{mode}", ok, fmt(x, "base_ms", "burst_ms", "during_kernel"))
-            # repeated bursts (run.sh: a 20 ms slice): every burst waits, in both contexts
-            for ctx in ("primary", "created"):
-                busy = row(mode, "case_d_bursts", "D", f"bursts_{ctx}_busy")
-                idle = row(mode, "case_d_bursts", "D", f"bursts_{ctx}_idle")
-                ok = (busy is not None and idle is not None and busy.get("during_kernel") == "1"
-                      and num(busy, "median_ms", 0) >= 16.0 and num(idle, "median_ms", 1e9) < 10.0)
-                c.check(f"stall.D.bursts_wait_{ctx}.{mode}", ok,
-                        fmt(busy, "median_ms", "max_ms", "during_kernel") + " idle " + fmt(idle, "median_ms"))
+            c.check(f"stall.D.burst_waits_kernel_end.{mode}", ok,
+                    fmt(x, "kernel_ms", "base_ms", "burst_ms", "during_kernel"))
+            # repeated bursts (run.sh: a 450 ms kernel, a 20 ms slice): in the
+            # kernel's own context the first burst waits for the kernel's end
+            # and the rest run at once after it (H200: max 197.9 ms, median
+            # 0.035 ms); in a created context every burst waits a slice
+            # (H200: 2.44 ms each)
+            busy = row(mode, "case_d_bursts", "D", "bursts_primary_busy")
+            idle = row(mode, "case_d_bursts", "D", "bursts_primary_idle")
+            ok = (busy is not None and idle is not None and busy.get("during_kernel") == "0"
+                  and num(busy, "max_ms", 0) >= 0.8 * num(busy, "kernel_ms", 1e9)
+                  and num(busy, "median_ms", 1e9) < 10.0 and num(idle, "median_ms", 1e9) < 10.0)
+            c.check(f"stall.D.bursts_first_waits_primary.{mode}", ok,
+                    fmt(busy, "kernel_ms", "median_ms", "max_ms", "during_kernel") + " idle " + fmt(idle, "median_ms"))
+            busy = row(mode, "case_d_bursts", "D", "bursts_created_busy")
+            idle = row(mode, "case_d_bursts", "D", "bursts_created_idle")
+            ok = (busy is not None and idle is not None and busy.get("during_kernel") == "1"
+                  and num(busy, "median_ms", 0) >= 16.0 and num(idle, "median_ms", 1e9) < 10.0)
+            c.check(f"stall.D.bursts_wait_created.{mode}", ok,
+                    fmt(busy, "median_ms", "max_ms", "during_kernel") + " idle " + fmt(idle, "median_ms"))
         if mode == "shim":
-            # fix_busy_d2d=1: the bursts behind the kernel go through pinned memory
-            for ctx in ("primary", "created"):
-                x = row(mode, "case_d_bursts_fixed", "D", f"bursts_{ctx}_busy")
-                ok = x is not None and x.get("during_kernel") == "1" and num(x, "median_ms", 1e9) < 10.0
-                c.check(f"fixed.D.bursts_{ctx}.{mode}", ok, fmt(x, "median_ms", "max_ms", "during_kernel"))
+            # fix_busy_d2d=1 in a created context: after the first late burst
+            # (the timed copy that finds it late) the bursts go through pinned
+            # memory while the kernel runs
+            x = row(mode, "case_d_bursts_fixed_created", "D", "bursts_created_busy")
+            ok = x is not None and x.get("during_kernel") == "1" and num(x, "median_ms", 1e9) < 10.0
+            c.check(f"fixed.D.bursts_created.{mode}", ok, fmt(x, "median_ms", "max_ms", "during_kernel"))
+            # in the kernel's own context the remedy cannot help: the first
+            # copy is known late only once the kernel has ended; the finding
+            # is reported (busy_engine_d2d, as on the H200s: 197.9 ms)
+            x = row(mode, "case_d_bursts_fixed_primary", "D", "bursts_primary_busy")
+            r = runs[mode].get("case_d_bursts_fixed_primary")
+            ok = (x is not None and num(x, "max_ms", 0) >= 0.8 * num(x, "kernel_ms", 1e9)
+                  and num(x, "median_ms", 1e9) < 10.0 and r is not None and "busy_engine_d2d" in r.err)
+            c.check(f"stall.D.bursts_primary_reported_unfixable.{mode}", ok,
+                    fmt(x, "kernel_ms", "median_ms", "max_ms")
+                    + (" busy_engine_d2d reported" if r is not None and "busy_engine_d2d" in r.err
+                       else " no busy_engine_d2d in the report"))
 
         # legacy stream ordering: natively, and kept by the shim (contract 5)
         x = row(mode, "case_e", "E", "legacy")

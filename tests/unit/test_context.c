@@ -17,6 +17,8 @@ static struct {
     CUcontext current;
     CUcontext primary;
     int primary_active;
+    CUcontext saved; /* under a push */
+    int pushes, pops;
     int retains, releases, state_queries;
     enum cudaStreamCaptureMode retain_mode; /* the thread's capture mode at the retain */
 } drv;
@@ -59,12 +61,29 @@ static CUresult primary_release(CUdevice dev)
     return CUDA_SUCCESS;
 }
 
+static CUresult push_current(CUcontext ctx)
+{
+    drv.pushes++;
+    drv.saved = drv.current;
+    drv.current = ctx;
+    return CUDA_SUCCESS;
+}
+static CUresult pop_current(CUcontext *pctx)
+{
+    drv.pops++;
+    *pctx = drv.current;
+    drv.current = drv.saved;
+    return CUDA_SUCCESS;
+}
+
 static const struct us_driver_api scripted = {
     .cuCtxGetCurrent = get_current,
     .cuDeviceGet = device_get,
     .cuDevicePrimaryCtxGetState = primary_state,
     .cuDevicePrimaryCtxRetain = primary_retain,
     .cuDevicePrimaryCtxRelease = primary_release,
+    .cuCtxPushCurrent = push_current,
+    .cuCtxPopCurrent = pop_current,
 };
 
 static int setup(void **state)
@@ -73,7 +92,7 @@ static int setup(void **state)
     drv.current = (CUcontext)0x1000;
     drv.primary = (CUcontext)0x1000;
     drv.primary_active = 1;
-    drv.retains = drv.releases = drv.state_queries = 0;
+    drv.retains = drv.releases = drv.state_queries = drv.pushes = drv.pops = 0;
     drv.retain_mode = cudaStreamCaptureModeGlobal;
     fake_cuda_reset(); /* the runtime table: capture mode per thread */
     us_context_install(&scripted);
@@ -146,6 +165,31 @@ static void test_context_unknown_answers_no(void **state)
     assert_null(ctx);
 }
 
+/* What the shim allocates for a created context's copies (fix_busy_d2d's
+ * buffer) is allocated in the primary context: made current for the
+ * moment, and the program's context current again after. */
+static void test_context_enter_primary(void **state)
+{
+    (void)state;
+    bool pushed;
+    assert_true(us_context_enter_primary(0, &pushed)); /* the primary is current: nothing to do */
+    assert_false(pushed);
+    assert_int_equal(drv.pushes, 0);
+    drv.current = (CUcontext)0x2000; /* cuCtxCreate'd */
+    assert_true(us_context_enter_primary(0, &pushed));
+    assert_true(pushed);
+    assert_ptr_equal(drv.current, drv.primary);
+    us_context_leave_primary(pushed);
+    assert_ptr_equal(drv.current, (CUcontext)0x2000);
+    assert_int_equal(drv.pops, 1);
+    drv.primary_active = 0; /* none to allocate in: declined, nothing pushed */
+    us_context_install(&scripted);
+    assert_false(us_context_enter_primary(0, &pushed));
+    assert_false(pushed);
+    assert_false(us_context_enter_primary(-1, &pushed));
+    assert_int_equal(drv.pushes, 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -154,6 +198,7 @@ int main(void)
         cmocka_unit_test_setup(test_context_lookup_in_relaxed_mode, setup),
         cmocka_unit_test_setup(test_context_secondary_alone_does_not_compete, setup),
         cmocka_unit_test_setup(test_context_unknown_answers_no, setup),
+        cmocka_unit_test_setup(test_context_enter_primary, setup),
     };
     return US_RUN_TESTS("test_context", tests, NULL, NULL);
 }
