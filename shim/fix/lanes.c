@@ -20,8 +20,9 @@ static struct {
     pthread_mutex_t mu;
     struct us_lane *table;
     struct us_lane *spares; /* linked through hh.next: made, not in the table */
-    struct us_lane *retired; /* dropped by a device reset, linked through hh.next: kept, never
-                              * freed (a copy may still hold one), and reachable */
+    struct us_lane *retired; /* dropped by a device reset or broken, linked through hh.next:
+                              * kept, never freed (a copy or its streams may still hold one),
+                              * and reachable */
     unsigned count;
     void *spare_ring;       /* a ring whose lane could not be made */
     size_t spare_ring_bytes;
@@ -211,8 +212,10 @@ struct us_lane *us_lane_peer(cudaStream_t stream, int stream_device, int src_dev
     struct us_lane *l;
     HASH_FIND(hh, lanes.table, &key, sizeof key, l);
     if (l != NULL && l->broken) {
-        HASH_DEL(lanes.table, l); /* leaked: its streams may still hold work */
+        HASH_DEL(lanes.table, l); /* retired, not freed: its streams may still hold work */
         lanes.count--;
+        l->hh.next = lanes.retired;
+        lanes.retired = l;
         l = NULL;
     }
     if (l == NULL && (l = take_spare_locked(&key)) != NULL)

@@ -20,6 +20,7 @@ static inline int us_test_summary(const char *suite, size_t total, int failed)
 {
     if (failed < 0) { /* the group's setup failed: nothing ran */
         printf("%s: 0 passed, %zu failed\n", suite, total);
+        fflush(stdout);
         return 1;
     }
     size_t passed = total - (size_t)failed - (size_t)us_tests_skipped;
@@ -27,6 +28,7 @@ static inline int us_test_summary(const char *suite, size_t total, int failed)
         printf("%s: %zu passed, %d failed, %d skipped\n", suite, passed, failed, us_tests_skipped);
     else
         printf("%s: %zu passed, %d failed\n", suite, passed, failed);
+    fflush(stdout); /* a sanitizer's leak check may end the process without flushing it */
     return failed;
 }
 

@@ -43,5 +43,7 @@ int main(int argc, char **argv)
         return 1;
     }
     puts(memcmp(src, back, n) == 0 ? "ok" : "data wrong");
+    free(src);
+    free(back);
     return 0;
 }

@@ -533,7 +533,13 @@ static void test_stall_d2d_repeated_bursts_other_context(void **state)
     }
     struct fakecuda_stats st;
     fakecuda_stats(&st);
-    assert_int_equal(st.timeslice_waits, 4); /* one per burst: the rest of a burst runs at once */
+    /* one per burst: the rest of a burst runs at once; under a sanitizer the
+     * next copy of a burst may be queued only after the previous one ran,
+     * which gives the engine back (an extra slice, still not the kernel) */
+    if (getenv("TEST_SANITIZER") == NULL)
+        assert_int_equal(st.timeslice_waits, 4);
+    else
+        assert_true(st.timeslice_waits >= 4);
     assert_int_equal(st.kernel_end_waits, 0);
     CUDA_OK(cudaStreamDestroy(c));
     CUDA_OK(cudaFree(src));
