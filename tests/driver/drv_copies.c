@@ -28,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef CUresult (*getproc_fn)(const char *, void **, int, cuuint64_t);
 typedef CUresult (*getproc_v2_fn)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *);
@@ -223,6 +224,17 @@ int main(int argc, char **argv)
     memset(back, 0, n);
     CHECK(cu.dtoh[1](back, d, n));
     expect_same(src, back, n, "per-thread cuMemcpyHtoD + cuMemcpyDtoH");
+
+    /* synchronous, legacy, again: the process's first pageable copy may go to
+     * the driver unchanged while the staging pool grows (on a GPU, pinning the
+     * first slot costs more than the copy); the pool grows in the background,
+     * 50 ms is ample for it, and this one finds it grown */
+    usleep(50 * 1000);
+    fill(src, n, 4);
+    CHECK(cu.htod[0](d, src, n));
+    memset(back, 0, n);
+    CHECK(cu.dtoh[0](back, d, n));
+    expect_same(src, back, n, "cuMemcpyHtoD + cuMemcpyDtoH, again");
 
     /* asynchronous on a stream of the context */
     fill(src, n, 7);

@@ -379,7 +379,11 @@ static bool random_copy(struct worker *w, struct stream_ref *cur, struct range *
     memmove(dst->model + doff, src->model + soff, n);
     w->copies++;
     w->bytes += n;
-    *cur = to;
+    /* a 0-byte copy puts nothing on its stream, so it orders nothing (measured:
+     * tests/conformance/zero_byte_copy.c): the next operation still follows
+     * the stream of the one before */
+    if (n > 0)
+        *cur = to;
     struct range r = {dst, doff, n};
     /* host promises, checked before any synchronization */
     if (dst->kind == PAGEABLE && (api == API_ASYNC || api == API_SYNC)) {
