@@ -24,6 +24,14 @@ struct us_engine_slot {
     size_t pending_bytes;
     uint64_t last_probe_ns;
     bool late;                /* the last finished probe was late */
+    /* a context that competes for the engine is off it as a whole: the event
+     * pair waits with the copy and sees nothing (measured on an H200, the
+     * conformance twin d2d_busy_engine.created). There a probe on an idle
+     * stream starts with a host function that notes when it ran: how long
+     * after the call the stream got going. */
+    bool hostfn_pending;
+    uint64_t issued_ns;
+    _Atomic uint64_t hostfn_ran_ns;
     struct us_engine_stage stage;
 };
 
@@ -34,6 +42,20 @@ static void slots_init(void)
 {
     for (int i = 0; i < SLOTS; i++)
         pthread_mutex_init(&slots[i].lock, NULL);
+}
+
+uint64_t us_engine_start_delay_ns(uint64_t issued_ns, uint64_t ran_ns)
+{
+    const uint64_t host_function_ns = 50000; /* an idle GPU runs one within tens of us */
+    if (ran_ns <= issued_ns || ran_ns - issued_ns <= host_function_ns)
+        return 0;
+    return ran_ns - issued_ns - host_function_ns;
+}
+
+static void CUDART_CB note_stream_started(void *slot)
+{
+    struct us_engine_slot *sl = slot;
+    atomic_store(&sl->hostfn_ran_ns, us_now_ns());
 }
 
 uint64_t us_engine_lateness_ns(double elapsed_ms, size_t bytes)
@@ -90,6 +112,7 @@ static struct us_engine_slot *slot_take(cudaStream_t s, CUcontext ctx, bool per_
     spare->context = ctx;
     spare->thread = pthread_self();
     spare->pending = false;
+    spare->hostfn_pending = false;
     spare->late = false;
     spare->last_probe_ns = 0;
     return spare;
@@ -133,6 +156,13 @@ static void read_probe(struct us_engine_slot *sl, const struct us_config *cfg, s
     if (q != cudaSuccess || real->cudaEventElapsedTime(&ms, sl->start, sl->end) != cudaSuccess)
         return; /* lost (a reset, a destroyed context): the next probe tells */
     uint64_t late = us_engine_lateness_ns(ms, sl->pending_bytes);
+    if (sl->hostfn_pending) {
+        /* the end event is done, so the host function before it has run */
+        uint64_t waited = us_engine_start_delay_ns(sl->issued_ns, atomic_load(&sl->hostfn_ran_ns));
+        if (waited > late)
+            late = waited;
+        sl->hostfn_pending = false;
+    }
     /* UNSTALL_LOG_LEVEL=debug: every timed copy, to tell on a GPU whether
      * the event pair sees the wait at all (a descheduled context's events
      * may wait with its copies) */
@@ -192,6 +222,9 @@ void us_engine_begin(const struct us_copy *c, const struct us_config *cfg, struc
             sl->end = NULL;
         call->probe = sl->start != NULL && sl->end != NULL;
         sl->last_probe_ns = now;
+        CUcontext ignored;
+        call->host_probe = call->probe && us_context_competes(c->src_mem.device, &ignored) &&
+                           real->cudaStreamQuery != NULL && real->cudaStreamQuery(call->stream) == cudaSuccess;
     }
     unrelax(real, relaxed, &saved);
     /* a timed copy goes native even while late: that is how the verdict
@@ -207,6 +240,12 @@ cudaError_t us_engine_native(const struct us_copy *c, struct us_engine_call *cal
     const struct us_real_api *real = us_real();
     enum cudaStreamCaptureMode saved;
     bool relaxed = relax(real, &saved);
+    sl->hostfn_pending = false;
+    if (call->host_probe && real->cudaLaunchHostFunc != NULL) {
+        atomic_store(&sl->hostfn_ran_ns, 0);
+        sl->issued_ns = us_now_ns();
+        sl->hostfn_pending = real->cudaLaunchHostFunc(call->stream, note_stream_started, sl) == cudaSuccess;
+    }
     bool started = real->cudaEventRecord(sl->start, call->stream) == cudaSuccess;
     unrelax(real, relaxed, &saved);
     cudaError_t err = us_copy_native(c);
@@ -239,7 +278,7 @@ void us_engine_reset(void)
     for (int i = 0; i < SLOTS; i++) {
         pthread_mutex_lock(&slots[i].lock);
         struct us_engine_slot *sl = &slots[i];
-        sl->used = sl->pending = sl->late = false;
+        sl->used = sl->pending = sl->late = sl->hostfn_pending = false;
         sl->start = sl->end = NULL;
         sl->stage = (struct us_engine_stage){0};
         sl->last_probe_ns = 0;

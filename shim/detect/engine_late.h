@@ -11,7 +11,12 @@
  * copy is timed by a pair of timing events around it on its own stream; a
  * later copy of that stream reads the pair with cudaEventQuery (never a
  * wait) and learns how much longer the copy took than its size explains:
- * how late it started. The verdict is kept per stream, and the remedy
+ * how late it started. In a context that competes with another one for the
+ * device (cuCtxCreate beside an active primary context) the whole context is
+ * off the engine while the other one runs, and its events wait with its
+ * copies (measured on an H200): there a probe on an idle stream starts with
+ * a host function that notes when the stream got going, and the delay from
+ * the call to that is how late. The verdict is kept per stream, and the remedy
  * (fix/d2d_stage.c) follows it.
  *
  * Per stream (and context, and thread for the per-thread stream) one slot of
@@ -39,6 +44,7 @@ struct us_engine_call {
     cudaStream_t stream;         /* explicit handle (us_copy_stream) */
     CUcontext context;           /* the issuing context */
     bool probe;                  /* time this copy natively */
+    bool host_probe;             /* and note when its stream starts (a competing context) */
     bool stage;                  /* this stream's copies are late: the remedy may stage this one */
     bool finished;               /* a probe of this stream finished now */
     uint64_t late_ns;            /* finished late: how late its copy started; 0: on time */
@@ -67,6 +73,11 @@ struct us_engine_stage *us_engine_stage_of(struct us_engine_call *call);
  * what exceeds what its size explains (a same-device copy moves at least
  * 200 GB/s, plus 50 us), 0 when nothing. Pure (unit tested). */
 uint64_t us_engine_lateness_ns(double elapsed_ms, size_t bytes);
+
+/* How late a stream started, from when a probe was issued and when its host
+ * function ran (0: not run): what exceeds the tens of us an idle GPU takes to
+ * run a host function. Pure (unit tested). */
+uint64_t us_engine_start_delay_ns(uint64_t issued_ns, uint64_t ran_ns);
 
 /* Tests: forget every slot (the events and buffers are leaked on purpose:
  * they may belong to contexts gone by now). */

@@ -93,6 +93,13 @@ struct fc_ctx {
 /* The calling thread's current context: the primary context of the current
  * device unless the driver API made another one current. Never NULL. */
 struct fc_ctx *fc_current_ctx(void);
+
+/* Case D (copy.c): work of a context waits for the compute engine while
+ * another context's kernel holds it (a time slice), and keeps it while its
+ * stream has more queued. Called by the op's run function, unlocked. */
+struct fc_op;
+void fc_engine_slice_wait(const struct fc_op *op, int device);
+void fc_engine_slice_release(const struct fc_op *op, int device);
 /* Makes ctx current on the calling thread (NULL: the current device's
  * primary context). A primary context also sets the current device. */
 void fc_set_current_ctx(struct fc_ctx *ctx);
