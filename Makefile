@@ -48,6 +48,8 @@ SCN_COMMON := $(filter-out tests/scenarios/case_% tests/scenarios/kernels%,$(wil
 SCN_SRC   := $(wildcard tests/scenarios/case_*.c)
 SCN_BIN   := $(SCN_SRC:tests/scenarios/%.c=$(BUILD)/scenarios/%)
 SCN_GPU_BIN := $(SCN_SRC:tests/scenarios/%.c=$(BUILD)/gpu/%)
+# the same programs as plain nvcc builds them: the CUDA runtime linked statically
+SCN_GPU_STATIC_BIN := $(SCN_SRC:tests/scenarios/%.c=$(BUILD)/gpu-static/%)
 SCN_DEPS  := $(SCN_COMMON) $(wildcard tests/scenarios/*.h)
 
 # conformance programs (tests/conformance): one per rule fakecuda models, built
@@ -160,6 +162,11 @@ $(BUILD)/gpu/kernels.o: tests/scenarios/kernels.cu
 $(BUILD)/gpu/case_%: tests/scenarios/case_%.c $(SCN_DEPS) $(BUILD)/gpu/kernels.o
 	$(CC) $(CPPFLAGS) $(CFLAGS) -Itests/scenarios $< $(SCN_COMMON) $(BUILD)/gpu/kernels.o -o $@ -L$(CUDA_HOME)/lib64 -lcudart -lstdc++ -pthread -lm -Wl,-rpath,$(CUDA_HOME)/lib64
 
+# nvcc's default, -cudart static: the shim sees these through the driver layer
+$(BUILD)/gpu-static/case_%: tests/scenarios/case_%.c $(SCN_DEPS) $(BUILD)/gpu/kernels.o
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -Itests/scenarios $< $(SCN_COMMON) $(BUILD)/gpu/kernels.o -o $@ -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lstdc++ -pthread -lm
+
 # --- conformance programs: fakecuda (CI) and real GPU builds of the same source ---
 $(BUILD)/conformance/fake/%: tests/conformance/%.c $(CONF_DEPS) tests/conformance/kernels_fake.c $(FAKE_LIB)
 	@mkdir -p $(dir $@)
@@ -251,7 +258,7 @@ torch-test:
 compat: shim
 	@sh tools/compat/run.sh $(BUILD)
 
-bench: shim $(SCN_GPU_BIN)
+bench: shim $(SCN_GPU_BIN) $(SCN_GPU_STATIC_BIN)
 	@sh tools/bench/run.sh $(BUILD)
 
 # what the shim's building blocks cost on this CPU (no GPU): tools/bench/costs.c

@@ -6,11 +6,12 @@
 # Full sizes (SCN_QUICK unset) unless the caller sets SCN_* knobs.
 #
 # Usage: tests/gpu/runner.sh BUILD_DIR OUT "MODES"
+# Environment: SCN_GPU_BIN_DIR (default BUILD_DIR/gpu) where the programs are
 build=$(cd "${1:-build}" && pwd) || exit 1
 out=$2
 modes=${3:-native fix0 shim}
 shim=$build/libunstall.so
-bin=$build/gpu
+bin=${SCN_GPU_BIN_DIR:-$build/gpu} # gpu-static: the statically linked builds
 [ -n "$out" ] || { echo "usage: $0 BUILD_DIR OUT MODES" >&2; exit 2; }
 for f in "$shim" "$bin/case_a_staged_peer" "$bin/case_b_pageable_h2d" "$bin/case_c_pageable_d2h" \
          "$bin/case_d_busy_d2d" "$bin/case_e_legacy" "$bin/case_clean"; do

@@ -1,6 +1,7 @@
 #!/bin/sh
 # make bench: on a GPU machine, the scenario programs (BUILD_DIR/gpu/case_*,
-# full sizes) natively and under the shim in one run, then the performance
+# full sizes; also BUILD_DIR/gpu-static/case_*, the same linked with the static
+# runtime as plain nvcc does) natively and under the shim in one run, then the performance
 # table of issue 5 (tools/bench/table.py: native, unstall, target, ratio)
 # with the machine it ran on. Printed, and written to BENCH_OUT (default
 # BUILD_DIR/bench.md); the chart (tools/bench/chart.py: bars per case and a
@@ -23,6 +24,12 @@ if ! nvidia-smi -L >/dev/null 2>&1; then
 fi
 echo "bench: scenario programs natively and under the shim"
 sh "$root/tests/gpu/runner.sh" "$build" "$out" "native shim" || exit 1
+# the same programs linked as plain nvcc links them (static runtime): the shim
+# sees them through its driver layer and must fix them alike
+if [ -x "$build/gpu-static/case_b_pageable_h2d" ]; then
+    echo "bench: the same programs built with the static runtime (plain nvcc)"
+    SCN_GPU_BIN_DIR=$build/gpu-static sh "$root/tests/gpu/runner.sh" "$build" "$out-static" "native shim" || exit 1
+fi
 
 cuda=${CUDA_HOME:-/usr/local/cuda}
 {
@@ -41,6 +48,14 @@ cuda=${CUDA_HOME:-/usr/local/cuda}
     echo
     python3 "$here/table.py" "$out/native" "$out/shim"
     echo
+    if [ -d "$out-static/shim" ]; then
+        echo "## The same programs linked with the static CUDA runtime (nvcc's default)"
+        echo
+        echo "unstall sees them through its driver layer (libcuda), not through libcudart's exports."
+        echo
+        python3 "$here/table.py" "$out-static/native" "$out-static/shim"
+        echo
+    fi
     echo "Ratio: unstall / native (for times, below 1 is faster). Runs: $out"
 } >"$report.tmp" && mv "$report.tmp" "$report"
 cat "$report"
