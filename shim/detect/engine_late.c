@@ -25,37 +25,31 @@ struct us_engine_slot {
     uint64_t last_probe_ns;
     bool late;                /* the last finished probe was late */
     /* a context that competes for the engine is off it as a whole: the event
-     * pair waits with the copy and sees nothing (measured on an H200, the
-     * conformance twin d2d_busy_engine.created). There a probe on an idle
-     * stream starts with a host function that notes when it ran: how long
-     * after the call the stream got going. */
-    bool hostfn_pending;
+     * pair waits with the copy and sees nothing (measured on an H200: a timed
+     * copy "took 0.004 ms" in bursts of 2.44 ms), and a host function at the
+     * head of an idle stream runs without the engine (0.03-0.2 ms after the
+     * call). What sees it: when the program synchronizes the stream, an
+     * event recorded at that moment gives the GPU time the stream's work
+     * took since the probe began, and the host time from the call to the
+     * sync's return, less that, is the wait before it ran. Only for a probe
+     * issued on an idle stream (nothing queued before it to explain it). */
     uint64_t issued_ns;
-    _Atomic uint64_t hostfn_ran_ns;
+    bool wants_sync_reading;  /* a competing context's probe on an idle stream */
+    bool tail_recorded;       /* `tail` is recorded at a sync of the stream */
+    cudaEvent_t tail;
+    uint64_t sync_late_ns;
     struct us_engine_stage stage;
 };
 
 static struct us_engine_slot slots[SLOTS];
+/* probes waiting for a sync reading: a sync does nothing more while 0 */
+static atomic_int sync_readings_wanted;
 static pthread_once_t slots_once = PTHREAD_ONCE_INIT;
 
 static void slots_init(void)
 {
     for (int i = 0; i < SLOTS; i++)
         pthread_mutex_init(&slots[i].lock, NULL);
-}
-
-uint64_t us_engine_start_delay_ns(uint64_t issued_ns, uint64_t ran_ns)
-{
-    const uint64_t host_function_ns = 50000; /* an idle GPU runs one within tens of us */
-    if (ran_ns <= issued_ns || ran_ns - issued_ns <= host_function_ns)
-        return 0;
-    return ran_ns - issued_ns - host_function_ns;
-}
-
-static void CUDART_CB note_stream_started(void *slot)
-{
-    struct us_engine_slot *sl = slot;
-    atomic_store(&sl->hostfn_ran_ns, us_now_ns());
 }
 
 uint64_t us_engine_lateness_ns(double elapsed_ms, size_t bytes)
@@ -111,8 +105,11 @@ static struct us_engine_slot *slot_take(cudaStream_t s, CUcontext ctx, bool per_
     spare->stream = s;
     spare->context = ctx;
     spare->thread = pthread_self();
+    if (spare->used && spare->context != ctx)
+        spare->tail = NULL;
     spare->pending = false;
-    spare->hostfn_pending = false;
+    spare->wants_sync_reading = spare->tail_recorded = false;
+    spare->sync_late_ns = 0;
     spare->late = false;
     spare->last_probe_ns = 0;
     return spare;
@@ -152,17 +149,19 @@ static void read_probe(struct us_engine_slot *sl, const struct us_config *cfg, s
     if (q == cudaErrorNotReady)
         return;
     sl->pending = false;
+    bool sync_reading = sl->wants_sync_reading;
+    uint64_t sync_late = sl->sync_late_ns;
+    if (sync_reading) {
+        sl->wants_sync_reading = sl->tail_recorded = false;
+        sl->sync_late_ns = 0;
+        atomic_fetch_sub(&sync_readings_wanted, 1);
+    }
     float ms = 0;
     if (q != cudaSuccess || real->cudaEventElapsedTime(&ms, sl->start, sl->end) != cudaSuccess)
         return; /* lost (a reset, a destroyed context): the next probe tells */
     uint64_t late = us_engine_lateness_ns(ms, sl->pending_bytes);
-    if (sl->hostfn_pending) {
-        /* the end event is done, so the host function before it has run */
-        uint64_t waited = us_engine_start_delay_ns(sl->issued_ns, atomic_load(&sl->hostfn_ran_ns));
-        if (waited > late)
-            late = waited;
-        sl->hostfn_pending = false;
-    }
+    if (sync_reading && sync_late > late)
+        late = sync_late;
     /* UNSTALL_LOG_LEVEL=debug: every timed copy, to tell on a GPU whether
      * the event pair sees the wait at all (a descheduled context's events
      * may wait with its copies) */
@@ -223,7 +222,7 @@ void us_engine_begin(const struct us_copy *c, const struct us_config *cfg, struc
         call->probe = sl->start != NULL && sl->end != NULL;
         sl->last_probe_ns = now;
         CUcontext ignored;
-        call->host_probe = call->probe && us_context_competes(c->src_mem.device, &ignored) &&
+        call->sync_probe = call->probe && us_context_competes(c->src_mem.device, &ignored) &&
                            real->cudaStreamQuery != NULL && real->cudaStreamQuery(call->stream) == cudaSuccess;
     }
     unrelax(real, relaxed, &saved);
@@ -240,12 +239,7 @@ cudaError_t us_engine_native(const struct us_copy *c, struct us_engine_call *cal
     const struct us_real_api *real = us_real();
     enum cudaStreamCaptureMode saved;
     bool relaxed = relax(real, &saved);
-    sl->hostfn_pending = false;
-    if (call->host_probe && real->cudaLaunchHostFunc != NULL) {
-        atomic_store(&sl->hostfn_ran_ns, 0);
-        sl->issued_ns = us_now_ns();
-        sl->hostfn_pending = real->cudaLaunchHostFunc(call->stream, note_stream_started, sl) == cudaSuccess;
-    }
+    uint64_t issued_ns = us_now_ns();
     bool started = real->cudaEventRecord(sl->start, call->stream) == cudaSuccess;
     unrelax(real, relaxed, &saved);
     cudaError_t err = us_copy_native(c);
@@ -254,6 +248,13 @@ cudaError_t us_engine_native(const struct us_copy *c, struct us_engine_call *cal
         if (real->cudaEventRecord(sl->end, call->stream) == cudaSuccess) {
             sl->pending = true;
             sl->pending_bytes = c->bytes;
+            if (call->sync_probe) {
+                sl->issued_ns = issued_ns;
+                sl->wants_sync_reading = true;
+                sl->tail_recorded = false;
+                sl->sync_late_ns = 0;
+                atomic_fetch_add(&sync_readings_wanted, 1);
+            }
         }
         unrelax(real, relaxed, &saved);
     }
@@ -278,10 +279,86 @@ void us_engine_reset(void)
     for (int i = 0; i < SLOTS; i++) {
         pthread_mutex_lock(&slots[i].lock);
         struct us_engine_slot *sl = &slots[i];
-        sl->used = sl->pending = sl->late = sl->hostfn_pending = false;
+        sl->used = sl->pending = sl->late = false;
+        sl->wants_sync_reading = sl->tail_recorded = false;
+        sl->tail = NULL;
+        sl->sync_late_ns = 0;
         sl->start = sl->end = NULL;
         sl->stage = (struct us_engine_stage){0};
         sl->last_probe_ns = 0;
         pthread_mutex_unlock(&slots[i].lock);
     }
+    atomic_store(&sync_readings_wanted, 0);
+}
+
+/* The slot of (stream, context[, thread]) if it has one, locked; never takes
+ * one over. NULL when none or busy. */
+static struct us_engine_slot *slot_find(cudaStream_t s, CUcontext ctx, bool per_thread)
+{
+    pthread_once(&slots_once, slots_init);
+    size_t h = key_hash(s, ctx, per_thread);
+    for (size_t i = 0; i < PROBES; i++) {
+        struct us_engine_slot *sl = &slots[(h + i) % SLOTS];
+        if (pthread_mutex_trylock(&sl->lock) != 0)
+            continue;
+        if (sl->used && key_is(sl, s, ctx, per_thread))
+            return sl;
+        pthread_mutex_unlock(&sl->lock);
+    }
+    return NULL;
+}
+
+void us_engine_sync_begin(cudaStream_t stream, bool per_thread_api, struct us_engine_sync *sync)
+{
+    sync->armed = false;
+    if (atomic_load_explicit(&sync_readings_wanted, memory_order_relaxed) == 0)
+        return;
+    if (stream == NULL)
+        stream = per_thread_api ? cudaStreamPerThread : cudaStreamLegacy;
+    sync->stream = stream;
+    sync->per_thread = stream == cudaStreamPerThread;
+    sync->context = us_context_current();
+    struct us_engine_slot *sl = slot_find(stream, sync->context, sync->per_thread);
+    if (sl == NULL)
+        return;
+    if (sl->pending && sl->wants_sync_reading && !sl->tail_recorded) {
+        const struct us_real_api *real = us_real();
+        enum cudaStreamCaptureMode saved;
+        bool relaxed = relax(real, &saved);
+        if (sl->tail == NULL && real->cudaEventCreateWithFlags(&sl->tail, cudaEventDefault) != cudaSuccess)
+            sl->tail = NULL;
+        sl->tail_recorded = sl->tail != NULL && real->cudaEventRecord(sl->tail, stream) == cudaSuccess;
+        sync->armed = sl->tail_recorded;
+        unrelax(real, relaxed, &saved);
+    }
+    pthread_mutex_unlock(&sl->lock);
+}
+
+void us_engine_sync_end(const struct us_engine_sync *sync, bool synchronized)
+{
+    if (!sync->armed)
+        return;
+    uint64_t done_ns = us_now_ns();
+    struct us_engine_slot *sl = slot_find(sync->stream, sync->context, sync->per_thread);
+    if (sl == NULL)
+        return;
+    const struct us_real_api *real = us_real();
+    float gpu_ms = 0;
+    if (synchronized && sl->pending && sl->tail_recorded && real->cudaEventElapsedTime != NULL) {
+        enum cudaStreamCaptureMode saved;
+        bool relaxed = relax(real, &saved);
+        if (real->cudaEventElapsedTime(&gpu_ms, sl->start, sl->tail) == cudaSuccess)
+            sl->sync_late_ns = us_engine_sync_delay_ns(sl->issued_ns, done_ns, gpu_ms);
+        unrelax(real, relaxed, &saved);
+    }
+    pthread_mutex_unlock(&sl->lock);
+}
+
+uint64_t us_engine_sync_delay_ns(uint64_t issued_ns, uint64_t synced_ns, double gpu_ms)
+{
+    const uint64_t completion_ns = 50000; /* the sync's own return, the launch of the first piece */
+    uint64_t gpu_ns = (uint64_t)(gpu_ms * 1e6);
+    if (synced_ns <= issued_ns || synced_ns - issued_ns <= gpu_ns + completion_ns)
+        return 0;
+    return synced_ns - issued_ns - gpu_ns - completion_ns;
 }

@@ -14,9 +14,10 @@
  * how late it started. In a context that competes with another one for the
  * device (cuCtxCreate beside an active primary context) the whole context is
  * off the engine while the other one runs, and its events wait with its
- * copies (measured on an H200): there a probe on an idle stream starts with
- * a host function that notes when the stream got going, and the delay from
- * the call to that is how late. The verdict is kept per stream, and the remedy
+ * copies (measured on an H200): there a probe on an idle stream is read at
+ * the program's next synchronization of the stream (us_engine_sync_begin):
+ * the host time from the call to the sync's return, less the GPU time of the
+ * stream's work, is how late. The verdict is kept per stream, and the remedy
  * (fix/d2d_stage.c) follows it.
  *
  * Per stream (and context, and thread for the per-thread stream) one slot of
@@ -44,7 +45,7 @@ struct us_engine_call {
     cudaStream_t stream;         /* explicit handle (us_copy_stream) */
     CUcontext context;           /* the issuing context */
     bool probe;                  /* time this copy natively */
-    bool host_probe;             /* and note when its stream starts (a competing context) */
+    bool sync_probe;             /* and read it at a sync of its stream (a competing context) */
     bool stage;                  /* this stream's copies are late: the remedy may stage this one */
     bool finished;               /* a probe of this stream finished now */
     uint64_t late_ns;            /* finished late: how late its copy started; 0: on time */
@@ -74,10 +75,25 @@ struct us_engine_stage *us_engine_stage_of(struct us_engine_call *call);
  * 200 GB/s, plus 50 us), 0 when nothing. Pure (unit tested). */
 uint64_t us_engine_lateness_ns(double elapsed_ms, size_t bytes);
 
-/* How late a stream started, from when a probe was issued and when its host
- * function ran (0: not run): what exceeds the tens of us an idle GPU takes to
- * run a host function. Pure (unit tested). */
-uint64_t us_engine_start_delay_ns(uint64_t issued_ns, uint64_t ran_ns);
+/* A synchronization of a stream (cudaStreamSynchronize): where a probe of a
+ * competing context waits for it, an event recorded at the call and the
+ * host time at its return give how long the stream's work waited before it
+ * ran (a context off the engine waits as a whole: its events too, and its
+ * host functions run without it). One atomic load when no probe waits. */
+struct us_engine_sync {
+    bool armed;
+    bool per_thread;
+    cudaStream_t stream;
+    CUcontext context;
+};
+void us_engine_sync_begin(cudaStream_t stream, bool per_thread_api, struct us_engine_sync *sync);
+void us_engine_sync_end(const struct us_engine_sync *sync, bool synchronized);
+
+/* How long a stream waited before its work ran: the host time from the
+ * probe's call to the sync's return, less the GPU time of the stream's work
+ * from the probe to the sync (its events), less 50 us for the sync's own
+ * return. Pure (unit tested). */
+uint64_t us_engine_sync_delay_ns(uint64_t issued_ns, uint64_t synced_ns, double gpu_ms);
 
 /* Tests: forget every slot (the events and buffers are leaked on purpose:
  * they may belong to contexts gone by now). */

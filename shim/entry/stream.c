@@ -15,6 +15,7 @@
  * runtime's own, and they observe the shim's rewritten copies because those
  * are ordered into the program's stream. */
 #include "device_state.h"
+#include "engine_late.h"
 #include "export.h"
 #include "streams.h"
 
@@ -86,7 +87,10 @@ static cudaError_t stream_sync(cudaError_t (*real_fn)(cudaStream_t), const char 
     struct us_watch w;
     if (!us_watch_begin(&w, US_RULE_explicit_sync, api))
         return US_ERR_FORBIDDEN;
+    struct us_engine_sync engine;
+    us_engine_sync_begin(stream, per_thread, &engine);
     cudaError_t err = real_fn(stream);
+    us_engine_sync_end(&engine, err == cudaSuccess);
     us_watch_end(&w, stream, us_stream_kind_of(stream, per_thread), -1, 0);
     return err;
 }

@@ -167,9 +167,6 @@ cudaError_t cudaLaunchKernel_ptsz(const void *func, dim3 grid, dim3 block, void 
 
 static void host_run(struct fc_op *op, cudaError_t status)
 {
-    /* the stream's front end raises it: off the engine, it waits (case D) */
-    fc_engine_slice_wait(op, op->stream->device);
-    fc_engine_slice_release(op, op->stream->device);
     if (op->u.host.fn != NULL)
         op->u.host.fn(op->u.host.data);
     else
