@@ -149,7 +149,7 @@ name=ctx_switch-native
 run "$name" ok "$work/ctx_switch" switch && pass "$name"
 name=ctx_switch-shim
 run "$name" ok LD_PRELOAD="$preload" UNSTALL_REPORT="$work/$name.json" "$work/ctx_switch" switch &&
-    check "$name" --fixed-at-least pageable_h2d:cudaMemcpyAsync:8 --fixed-at-least pageable_d2h:cudaMemcpyAsync:8 \
+    check "$name" --fixed-at-least pageable_h2d:cudaMemcpyAsync:6 --fixed-at-least pageable_d2h:cudaMemcpyAsync:8 \
         --fixed-at-least pageable_h2d:cudaMemcpy:4 --fixed-at-least pageable_d2h:cudaMemcpy:4
 name=ctx_recreate-native
 run "$name" ok FAKECUDA_CTX_REUSE=1 "$work/ctx_switch" recreate && pass "$name"
@@ -159,7 +159,7 @@ if run "$name" ok FAKECUDA_CTX_REUSE=1 LD_PRELOAD="$preload" UNSTALL_REPORT="$wo
     if [ "$target" = fake ] && ! grep -q "^reused 2$" "$work/$name.out"; then
         fail "$name" "the simulated driver did not reuse the context's address: $(grep reused "$work/$name.out")"
     else
-        check "$name" --fixed-at-least pageable_h2d:cudaMemcpyAsync:3 --fixed-at-least pageable_d2h:cudaMemcpyAsync:3 \
+        check "$name" --fixed-at-least pageable_h2d:cudaMemcpyAsync:2 --fixed-at-least pageable_d2h:cudaMemcpyAsync:3 \
             --fixed-at-least pageable_h2d:cudaMemcpy:3 --fixed-at-least pageable_d2h:cudaMemcpy:3 \
             ${peer:+--fixed-at-least staged_peer:cudaMemcpyPeerAsync:6}
     fi
