@@ -2,7 +2,7 @@
  * classify -> policy -> pipeline or native -> findings. */
 #include "chain.h"
 
-#include <stdatomic.h>
+#include <pthread.h>
 
 #include "classify.h"
 #include "config.h"
@@ -11,27 +11,50 @@
 #include "engine_late.h"
 #include "log.h"
 #include "findings.h"
+#include "lanes.h"
+#include "staging.h"
 #include "pipeline.h"
 #include "policy.h"
 #include "real.h"
 #include "state.h"
 #include "watch.h"
 
-static bool run_pipeline(enum us_action action, const struct us_copy *c, cudaError_t *result)
+static bool run_pipeline(enum us_action action, const struct us_copy *c, const struct us_ctx *home,
+                         cudaError_t *result)
 {
-    static atomic_bool logged_foreign;
-    if (action != US_ACT_NATIVE && us_context_foreign()) {
-        us_log_once(&logged_foreign, US_LOG_INFO,
-                    "a copy is issued in a context the program created (cuCtxCreate): the shim's streams, events and "
-                    "slots belong to primary contexts, so such copies go native (reported, not rewritten)");
-        return false;
-    }
     switch (action) {
-    case US_ACT_PEER: return us_pipeline_peer(c, result);
-    case US_ACT_H2D: return us_pipeline_h2d(c, result);
-    case US_ACT_D2H: return us_pipeline_d2h(c, result);
+    case US_ACT_PEER: return us_pipeline_peer(c, home, result);
+    case US_ACT_H2D: return us_pipeline_h2d(c, home, result);
+    case US_ACT_D2H: return us_pipeline_d2h(c, home, result);
     default: return false;
     }
+}
+
+/* What the fix layer made in a context that is gone (context.h). */
+static void forget_context(const struct us_ctx *gone)
+{
+    us_lanes_forget_context(gone);
+    us_staging_forget_context(gone);
+    us_engine_forget_context(gone);
+}
+
+static pthread_once_t forget_once = PTHREAD_ONCE_INIT;
+
+static void register_forget(void)
+{
+    us_context_on_forget(forget_context);
+}
+
+/* The context the copy is issued in: looked up once per copy, for the
+ * engine's probe and the pipelines alike (one cuCtxGetCurrent). */
+static const struct us_ctx *copy_context(const struct us_ctx **home, bool *looked)
+{
+    if (!*looked) {
+        pthread_once(&forget_once, register_forget);
+        *home = us_context_this();
+        *looked = true;
+    }
+    return *home;
 }
 
 cudaError_t us_copy_run(struct us_copy *c)
@@ -50,8 +73,10 @@ cudaError_t us_copy_run(struct us_copy *c)
      * measured (a timed copy now and then); a late one found now is
      * reported with how late it was */
     struct us_engine_call engine = {0};
+    const struct us_ctx *home = NULL;
+    bool looked = false;
     if (c->path == US_PATH_D2D_SAME && (wanted || (cfg->fix && cfg->fix_busy_d2d)))
-        us_engine_begin(c, cfg, &engine);
+        us_engine_begin(c, cfg, copy_context(&home, &looked), &engine);
     if (engine.late_ns > 0 && decision.rule_count < US_MAX_RULES_PER_CALL)
         decision.rules[decision.rule_count++] = US_RULE_busy_engine_d2d;
     bool stage = engine.stage && cfg->fix && cfg->fix_busy_d2d;
@@ -76,7 +101,9 @@ cudaError_t us_copy_run(struct us_copy *c)
     us_state_enter();
     uint64_t start = us_now_ns();
     cudaError_t result = cudaSuccess;
-    bool fixed = stage ? us_d2d_stage(c, cfg, &engine, &result) : run_pipeline(decision.action, c, &result);
+    bool fixed = stage ? us_d2d_stage(c, cfg, &engine, &result)
+                 : decision.action != US_ACT_NATIVE &&
+                       run_pipeline(decision.action, c, copy_context(&home, &looked), &result);
     if (!fixed)
         result = us_engine_native(c, &engine);
     uint64_t end = us_now_ns();

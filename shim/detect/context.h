@@ -11,10 +11,14 @@
 #define UNSTALL_CONTEXT_H
 
 #include <cuda.h>
+#include <cuda_runtime_api.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 struct us_driver_api {
     CUresult (*cuCtxGetCurrent)(CUcontext *pctx);
+    CUresult (*cuCtxSetCurrent)(CUcontext ctx);
+    CUresult (*cuCtxGetId)(CUcontext ctx, unsigned long long *id);
     CUresult (*cuDeviceGet)(CUdevice *device, int ordinal);
     CUresult (*cuDevicePrimaryCtxGetState)(CUdevice dev, unsigned int *flags, int *active);
     CUresult (*cuDevicePrimaryCtxRetain)(CUcontext *pctx, CUdevice dev);
@@ -29,15 +33,6 @@ struct us_driver_api {
  * context (NULL when unknown). */
 bool us_context_competes(int device, CUcontext *context);
 
-/* True when the calling thread works in a context that is not a primary
- * context: one the program made (cuCtxCreate) and made current. The shim's
- * own streams, events and pinned slots belong to primary contexts, and a
- * stream of another context of the same device is an invalid handle there,
- * so the pipelines leave such copies to the driver (logged once). False
- * when the driver cannot be asked. One cuCtxGetCurrent, plus the runtime's
- * current device. */
-bool us_context_foreign(void);
-
 /* The calling thread's current context; NULL when none or unknown. One
  * cuCtxGetCurrent. */
 CUcontext us_context_current(void);
@@ -51,8 +46,72 @@ CUcontext us_context_current(void);
 bool us_context_enter_primary(int device, bool *pushed);
 void us_context_leave_primary(bool pushed);
 
+/* Makes `ctx` current until us_context_leave_primary(*pushed) (the same
+ * pop); *pushed false when it was current already. false: not pushed. */
+bool us_context_push(CUcontext ctx, bool *pushed);
+
+/* --- the contexts the shim works in ------------------------------------------
+ *
+ * Every resource the shim makes for a copy (lanes, slot events, timing
+ * events) belongs to the context the copy is issued in: a stream or event of
+ * another context of the same device is an invalid handle there. The table
+ * below gives each context the shim has met an entry: a process-unique id
+ * that keys the resources (a context made later at the address of a
+ * destroyed one gets another id, so nothing of the old one is ever found
+ * again), and a small index for per-context arrays (slot events).
+ *
+ * Lookups are lock-free (a scan of the entries in use; a process has a few
+ * contexts); an insert takes a mutex (once per context). A rewritten copy
+ * pays one cuCtxGetCurrent and one cuCtxGetId (its current context's id: a
+ * context destroyed behind the shim's back, by a cuCtxDestroy it cannot see,
+ * and made again at the same address is found stale here). */
+
+#define US_MAX_CONTEXTS 64
+
+struct us_ctx {
+    CUcontext handle;             /* NULL: no driver to ask; stands for `device`'s primary context */
+    uint64_t id;                  /* unique in the process */
+    unsigned long long driver_id; /* cuCtxGetId at first sight; 0: unknown */
+    unsigned index;               /* < US_MAX_CONTEXTS */
+    int device;
+    bool primary;
+};
+
+/* Called with a copy of an entry whose context is gone (destroyed, or found
+ * stale), after it left the lookups and before its index is used again: the
+ * fix layer forgets what it made there (chain.c registers it). */
+typedef void (*us_context_forget_fn)(const struct us_ctx *gone);
+void us_context_on_forget(us_context_forget_fn fn);
+
+/* The entry of the calling thread's current context, made on first sight.
+ * NULL: no context is current yet (the runtime will make one at the native
+ * call), the table is full, or the device is out of range: decline. Without
+ * a driver to ask (unit tests) the entry of the current device's primary
+ * context. */
+const struct us_ctx *us_context_this(void);
+
+/* The entry of `device`'s primary context, when it is active (NULL when
+ * not): the context of a stream of another device than the caller's. */
+const struct us_ctx *us_context_primary(int device);
+
+/* Makes `ctx` current again on the calling thread after a cudaSetDevice
+ * switched to another device's primary context: cudaSetDevice back for a
+ * primary context, cuCtxSetCurrent for a created one. */
+cudaError_t us_context_restore(const struct us_ctx *ctx);
+
+/* cuCtxDestroy of `handle` (the driver layer), or cudaDeviceReset of a
+ * device (its primary context): the entry leaves the lookups before the real
+ * call (a context made meanwhile at the same address gets a new entry), then
+ * us_context_forget_gone after it. false: the shim never worked there. */
+bool us_context_retire(CUcontext handle, struct us_ctx *gone);
+bool us_context_retire_primary(int device, struct us_ctx *gone);
+void us_context_forget_gone(const struct us_ctx *gone);
+
+/* Entries in use (tests). */
+unsigned us_context_count(void);
+
 /* Replace the driver functions (tests); NULL: resolve from libcuda again.
- * Also forgets the primary contexts remembered. */
+ * Also forgets the primary contexts remembered and the table. */
 void us_context_install(const struct us_driver_api *api);
 
 #endif

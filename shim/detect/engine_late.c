@@ -17,6 +17,7 @@ struct us_engine_slot {
     pthread_mutex_t lock;
     bool used;
     cudaStream_t stream;
+    uint64_t ctx_id;          /* the context's us_ctx id: a later context at the same address is another */
     CUcontext context;
     pthread_t thread;         /* the per-thread stream's thread; else unused */
     cudaEvent_t start, end;   /* timing events of `context`; NULL until the first probe */
@@ -59,23 +60,23 @@ uint64_t us_engine_lateness_ns(double elapsed_ms, size_t bytes)
     return ns > expected_ns ? (uint64_t)(ns - expected_ns) : 0;
 }
 
-static size_t key_hash(cudaStream_t s, CUcontext ctx, bool per_thread)
+static size_t key_hash(cudaStream_t s, uint64_t ctx, bool per_thread)
 {
-    uint64_t h = (uint64_t)(uintptr_t)s * 0x9E3779B97F4A7C15ull ^ (uint64_t)(uintptr_t)ctx * 0xC2B2AE3D27D4EB4Full;
+    uint64_t h = (uint64_t)(uintptr_t)s * 0x9E3779B97F4A7C15ull ^ ctx * 0xC2B2AE3D27D4EB4Full;
     if (per_thread)
         h ^= (uint64_t)pthread_self() * 0x165667B19E3779F9ull;
     return (size_t)(h >> 17) % SLOTS;
 }
 
-static bool key_is(const struct us_engine_slot *sl, cudaStream_t s, CUcontext ctx, bool per_thread)
+static bool key_is(const struct us_engine_slot *sl, cudaStream_t s, uint64_t ctx, bool per_thread)
 {
-    return sl->stream == s && sl->context == ctx && (!per_thread || pthread_equal(sl->thread, pthread_self()));
+    return sl->stream == s && sl->ctx_id == ctx && (!per_thread || pthread_equal(sl->thread, pthread_self()));
 }
 
 /* The slot of (stream, context[, thread]), locked; NULL when busy or none.
  * A slot of another key is taken over only when nothing of it is in flight
  * and it owns no staging buffer (a buffer may still be read by its stream). */
-static struct us_engine_slot *slot_take(cudaStream_t s, CUcontext ctx, bool per_thread)
+static struct us_engine_slot *slot_take(cudaStream_t s, uint64_t ctx, bool per_thread)
 {
     pthread_once(&slots_once, slots_init);
     size_t h = key_hash(s, ctx, per_thread);
@@ -97,13 +98,13 @@ static struct us_engine_slot *slot_take(cudaStream_t s, CUcontext ctx, bool per_
     }
     if (spare == NULL)
         return NULL;
-    if (spare->used && spare->context != ctx) {
+    if (spare->used && spare->ctx_id != ctx) {
         /* events of another context: left to it (it may be gone) */
         spare->start = spare->end = NULL;
     }
     spare->used = true;
     spare->stream = s;
-    spare->context = ctx;
+    spare->ctx_id = ctx;
     spare->thread = pthread_self();
     if (spare->used && spare->context != ctx)
         spare->tail = NULL;
@@ -187,17 +188,21 @@ static bool probe_allowed(const struct us_copy *c, cudaStream_t s)
            device == c->src_mem.device;
 }
 
-void us_engine_begin(const struct us_copy *c, const struct us_config *cfg, struct us_engine_call *call)
+void us_engine_begin(const struct us_copy *c, const struct us_config *cfg, const struct us_ctx *home,
+                     struct us_engine_call *call)
 {
     *call = (struct us_engine_call){0};
     if (cfg->busy_d2d_probe_ms == 0 && !cfg->fix_busy_d2d)
         return;
+    if (home == NULL)
+        return; /* no context to key the timing events by */
     call->stream = us_copy_stream(c);
-    call->context = us_context_current();
+    call->context = home->handle;
     bool per_thread = call->stream == cudaStreamPerThread;
-    struct us_engine_slot *sl = slot_take(call->stream, call->context, per_thread);
+    struct us_engine_slot *sl = slot_take(call->stream, home->id, per_thread);
     if (sl == NULL)
         return;
+    sl->context = home->handle;
     call->slot = sl;
     const struct us_real_api *real = us_real();
     enum cudaStreamCaptureMode saved;
@@ -271,6 +276,22 @@ void us_engine_end(struct us_engine_call *call)
 struct us_engine_stage *us_engine_stage_of(struct us_engine_call *call)
 {
     return call->slot != NULL ? &call->slot->stage : NULL;
+}
+
+void us_engine_forget_context(const struct us_ctx *gone)
+{
+    pthread_once(&slots_once, slots_init);
+    for (int i = 0; i < SLOTS; i++) {
+        struct us_engine_slot *sl = &slots[i];
+        pthread_mutex_lock(&sl->lock);
+        if (sl->used && sl->ctx_id == gone->id) {
+            /* its events went with the context; its staging buffer (primary
+             * context memory) stays with the slot for the next stream */
+            sl->used = sl->pending = sl->late = false;
+            sl->start = sl->end = NULL;
+        }
+        pthread_mutex_unlock(&sl->lock);
+    }
 }
 
 void us_engine_reset(void)

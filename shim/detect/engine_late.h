@@ -23,7 +23,8 @@
  * Per stream (and context, and thread for the per-thread stream) one slot of
  * a small table, each with its own lock, taken with trylock: a copy that
  * finds its slot busy or the table full is neither timed nor staged. Cost of
- * a copy when no probe is due: one cuCtxGetCurrent, a hash, a trylock. */
+ * a copy when no probe is due: a hash, a trylock (the context is the chain's,
+ * us_context_this: one cuCtxGetCurrent for the whole copy). */
 #ifndef UNSTALL_ENGINE_LATE_H
 #define UNSTALL_ENGINE_LATE_H
 
@@ -34,6 +35,7 @@
 #include <stdint.h>
 
 #include "config.h"
+#include "context.h"
 #include "copy.h"
 
 struct us_engine_slot;
@@ -52,9 +54,15 @@ struct us_engine_call {
     size_t late_bytes;           /* the size of that copy */
 };
 
-/* Before a same-device D2D copy `c`. Reads the stream's pending probe if
- * its events are done, and decides whether to time this copy. */
-void us_engine_begin(const struct us_copy *c, const struct us_config *cfg, struct us_engine_call *call);
+/* Before a same-device D2D copy `c` issued in context `home` (NULL: nothing
+ * to do). Reads the stream's pending probe if its events are done, and
+ * decides whether to time this copy. */
+void us_engine_begin(const struct us_copy *c, const struct us_config *cfg, const struct us_ctx *home,
+                     struct us_engine_call *call);
+
+/* After a context is gone: its streams' slots are forgotten (their timing
+ * events went with it; never called again). */
+void us_engine_forget_context(const struct us_ctx *gone);
 
 /* The copy natively, timed when call->probe (an event pair on its stream). */
 cudaError_t us_engine_native(const struct us_copy *c, struct us_engine_call *call);

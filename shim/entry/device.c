@@ -3,6 +3,7 @@
  * device reset (the shim's streams, events and pinned memory of that device
  * die with its context). */
 #include "device_state.h"
+#include "context.h"
 #include "export.h"
 #include "lanes.h"
 #include "staging.h"
@@ -56,7 +57,12 @@ US_EXPORT cudaError_t cudaDeviceReset(void)
     if (!us_entry_acts(real_fn != NULL))
         return real_fn != NULL ? real_fn() : US_ERR_NO_REAL;
     int device = us_current_device();
+    /* the primary context's entry leaves the lookups first (context.h) */
+    struct us_ctx gone;
+    bool known = us_context_retire_primary(device, &gone);
     cudaError_t err = real_fn();
+    if (known)
+        us_context_forget_gone(&gone);
     if (err == cudaSuccess && device >= 0 && device < US_MAX_DEVICES) {
         us_lanes_forget_device(device);
         us_staging_forget_device(device);

@@ -25,11 +25,12 @@
 #define US_DRIVER_EXPORT __attribute__((visibility("default")))
 
 /* The libcuda functions the layer wraps besides the copies (copy.h's
- * US_DRIVER_COPY_APIS): detection of the explicit device-wide wait, and the
- * resolvers, so that what they hand out is identified too. */
+ * US_DRIVER_COPY_APIS): detection of the explicit device-wide wait, peer
+ * access, the end of a context (what the shim made there is forgotten), and
+ * the resolvers, so that what they hand out is identified too. */
 #define US_DRIVER_OTHER_FNS(X)                                                                 \
     X(cuCtxSynchronize) X(cuCtxSynchronize_v2) X(cuCtxEnablePeerAccess) X(cuCtxDisablePeerAccess) \
-    X(cuGetProcAddress) X(cuGetProcAddress_v2)
+    X(cuCtxDestroy) X(cuCtxDestroy_v2) X(cuGetProcAddress) X(cuGetProcAddress_v2)
 
 enum us_drv_fn {
 #define US_DRV_FN_COPY(id, fn, sync, per_thread, shape) US_DRV_FN_##fn,
@@ -48,6 +49,8 @@ CUresult us_drv_wrap_cuCtxSynchronize(void);
 CUresult us_drv_wrap_cuCtxSynchronize_v2(CUcontext ctx);
 CUresult us_drv_wrap_cuCtxEnablePeerAccess(CUcontext peer, unsigned int flags);
 CUresult us_drv_wrap_cuCtxDisablePeerAccess(CUcontext peer);
+CUresult us_drv_wrap_cuCtxDestroy(CUcontext ctx);
+CUresult us_drv_wrap_cuCtxDestroy_v2(CUcontext ctx);
 CUresult us_drv_wrap_cuGetProcAddress(const char *symbol, void **pfn, int version, cuuint64_t flags);
 CUresult us_drv_wrap_cuGetProcAddress_v2(const char *symbol, void **pfn, int version, cuuint64_t flags,
                                          CUdriverProcAddressQueryResult *status);

@@ -26,14 +26,15 @@ static struct {
     unsigned count;
     void *spare_ring;       /* a ring whose lane could not be made */
     size_t spare_ring_bytes;
-    int spare_ring_device;
+    struct us_pinned_owner spare_ring_owner;
 } lanes = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 static int logged_oom;
 
-static void make_key(struct us_lane_key *key, cudaStream_t stream, int stream_device, int src, int dst)
+static void make_key(struct us_lane_key *key, uint64_t ctx, cudaStream_t stream, int stream_device, int src, int dst)
 {
     memset(key, 0, sizeof *key); /* padding is hashed too */
+    key->ctx = ctx;
     key->stream = stream;
     key->thread = stream == cudaStreamPerThread ? pthread_self() : 0;
     key->stream_device = stream_device;
@@ -43,7 +44,7 @@ static void make_key(struct us_lane_key *key, cudaStream_t stream, int stream_de
 
 static bool same_devices(const struct us_lane_key *a, const struct us_lane_key *b)
 {
-    return a->stream_device == b->stream_device && a->src_device == b->src_device &&
+    return a->ctx == b->ctx && a->stream_device == b->stream_device && a->src_device == b->src_device &&
            a->dst_device == b->dst_device;
 }
 
@@ -68,7 +69,7 @@ static void discard(struct us_lane *l)
     free(l);
 }
 
-static bool make_events(struct us_lane *l, int current)
+static bool make_events(struct us_lane *l, const struct us_ctx *home)
 {
     const struct us_lane_key *k = &l->key;
     struct {
@@ -87,7 +88,7 @@ static bool make_events(struct us_lane *l, int current)
     }
     cudaError_t err = cudaSuccess;
     for (unsigned i = 0; i < n && err == cudaSuccess; i++)
-        err = us_ondevice_event_create(todo[i].device, current, todo[i].event); /* logs a failure */
+        err = us_ondevice_event_create(todo[i].device, home, todo[i].event); /* logs a failure */
     return err == cudaSuccess;
 }
 
@@ -98,7 +99,7 @@ static unsigned cfg_slots(void)
 }
 
 /* A lane with streams and events, not yet a ring; NULL (logged) on failure. */
-static struct us_lane *make_lane(const struct us_lane_key *key, int current)
+static struct us_lane *make_lane(const struct us_lane_key *key, const struct us_ctx *home)
 {
     struct us_lane *l = calloc(1, sizeof *l);
     if (l == NULL) {
@@ -108,14 +109,14 @@ static struct us_lane *make_lane(const struct us_lane_key *key, int current)
     l->key = *key;
     l->nslots = cfg_slots();
     pthread_mutex_init(&l->mu, NULL);
-    cudaError_t err = us_ondevice_stream_create(key->src_device, current, &l->d2h);
+    cudaError_t err = us_ondevice_stream_create(key->src_device, home, &l->d2h);
     if (err == cudaSuccess)
-        err = us_ondevice_stream_create(key->dst_device, current, &l->h2d);
+        err = us_ondevice_stream_create(key->dst_device, home, &l->h2d);
     if (err != cudaSuccess) { /* logged by us_ondevice_stream_create */
         discard(l);
         return NULL;
     }
-    if (!make_events(l, current)) {
+    if (!make_events(l, home)) {
         discard(l);
         return NULL;
     }
@@ -174,39 +175,40 @@ static struct us_lane *insert_locked(struct us_lane *l, const struct us_lane_key
 
 /* A ring whose lane could not be made (its streams or events failed): kept
  * for the next lane rather than freed (freeing pinned memory synchronizes). */
-static void keep_spare_ring_locked(void *ring, size_t bytes, int device)
+static void keep_spare_ring_locked(void *ring, size_t bytes, struct us_pinned_owner owner)
 {
     if (lanes.spare_ring == NULL) {
         lanes.spare_ring = ring;
         lanes.spare_ring_bytes = bytes;
-        lanes.spare_ring_device = device;
+        lanes.spare_ring_owner = owner;
     } /* else leaked: a second one while one waits is not worth a list */
 }
 
-static void keep_spare_ring(void *ring, size_t bytes, int device)
+static void keep_spare_ring(void *ring, size_t bytes, struct us_pinned_owner owner)
 {
     pthread_mutex_lock(&lanes.mu);
-    keep_spare_ring_locked(ring, bytes, device);
+    keep_spare_ring_locked(ring, bytes, owner);
     pthread_mutex_unlock(&lanes.mu);
 }
 
-static void *take_spare_ring(size_t bytes, int *device)
+static void *take_spare_ring(size_t bytes, struct us_pinned_owner *owner)
 {
     pthread_mutex_lock(&lanes.mu);
     void *ring = NULL;
     if (lanes.spare_ring != NULL && lanes.spare_ring_bytes == bytes) {
         ring = lanes.spare_ring;
-        *device = lanes.spare_ring_device;
+        *owner = lanes.spare_ring_owner;
         lanes.spare_ring = NULL;
     }
     pthread_mutex_unlock(&lanes.mu);
     return ring;
 }
 
-struct us_lane *us_lane_peer(cudaStream_t stream, int stream_device, int src_device, int dst_device, int current)
+struct us_lane *us_lane_peer(cudaStream_t stream, int stream_device, int src_device, int dst_device,
+                             const struct us_ctx *home)
 {
     struct us_lane_key key;
-    make_key(&key, stream, stream_device, src_device, dst_device);
+    make_key(&key, home->id, stream, stream_device, src_device, dst_device);
 
     pthread_mutex_lock(&lanes.mu);
     struct us_lane *l;
@@ -229,9 +231,9 @@ struct us_lane *us_lane_peer(cudaStream_t stream, int stream_device, int src_dev
      * events); an idle lane of the same devices is taken over, or the copy
      * goes native. */
     size_t ring_bytes = (size_t)cfg_slots() * us_config()->chunk_bytes;
-    int ring_device = -1;
-    void *ring = take_spare_ring(ring_bytes, &ring_device);
-    if (ring == NULL && !us_staging_ring_alloc(ring_bytes, &ring, &ring_device)) {
+    struct us_pinned_owner ring_owner = {-1, 0};
+    void *ring = take_spare_ring(ring_bytes, &ring_owner);
+    if (ring == NULL && !us_staging_ring_alloc(ring_bytes, &ring, &ring_owner)) {
         pthread_mutex_lock(&lanes.mu);
         l = take_idle_locked(&key);
         if (l != NULL)
@@ -239,14 +241,14 @@ struct us_lane *us_lane_peer(cudaStream_t stream, int stream_device, int src_dev
         pthread_mutex_unlock(&lanes.mu);
         return l;
     }
-    l = make_lane(&key, current);
+    l = make_lane(&key, home);
     if (l == NULL) {
-        keep_spare_ring(ring, ring_bytes, ring_device); /* the next lane takes it: pinned memory is never freed */
+        keep_spare_ring(ring, ring_bytes, ring_owner); /* the next lane takes it: pinned memory is never freed */
         return NULL;
     }
     l->ring = ring;
     l->ring_bytes = ring_bytes;
-    l->ring_device = ring_device;
+    l->ring_owner = ring_owner;
     pthread_mutex_lock(&lanes.mu);
     l = insert_locked(l, &key);
     pthread_mutex_unlock(&lanes.mu);
@@ -257,47 +259,75 @@ static bool lane_on_device(const struct us_lane *l, int device)
 {
     const struct us_lane_key *k = &l->key;
     return k->stream_device == device || k->src_device == device || k->dst_device == device ||
-           l->ring_device == device;
+           (l->ring_owner.ctx == 0 && l->ring_owner.device == device);
 }
 
-/* Under lanes.mu: a lane dropped by a reset; its ring kept when it survived. */
-static void drop_lane_locked(struct us_lane *l, int device)
+/* What went: a device's primary context (reset), or a context by id. */
+struct gone {
+    int device;   /* -1: none */
+    uint64_t ctx; /* 0: none */
+};
+
+static bool lane_gone(const struct us_lane *l, const struct gone *g)
+{
+    return g->ctx != 0 ? l->key.ctx == g->ctx : lane_on_device(l, g->device);
+}
+
+static bool ring_gone(const struct us_pinned_owner *o, const struct gone *g)
+{
+    return g->ctx != 0 ? o->ctx == g->ctx : o->ctx == 0 && o->device == g->device;
+}
+
+/* Under lanes.mu: a lane dropped; its ring kept when it survived. */
+static void drop_lane_locked(struct us_lane *l, const struct gone *g)
 {
     l->hh.next = lanes.retired;
     lanes.retired = l;
     if (l->ring == NULL)
         return;
-    if (l->ring_device == device)
+    if (ring_gone(&l->ring_owner, g))
         us_staging_ring_forget(l->ring_bytes);
     else
-        keep_spare_ring_locked(l->ring, l->ring_bytes, l->ring_device);
+        keep_spare_ring_locked(l->ring, l->ring_bytes, l->ring_owner);
 }
 
-void us_lanes_forget_device(int device)
+static void forget(const struct gone *g)
 {
     pthread_mutex_lock(&lanes.mu);
     struct us_lane *l, *tmp;
     HASH_ITER(hh, lanes.table, l, tmp) {
-        if (lane_on_device(l, device)) {
+        if (lane_gone(l, g)) {
             HASH_DEL(lanes.table, l); /* retired, not freed: a copy may still hold it */
             lanes.count--;
-            drop_lane_locked(l, device);
+            drop_lane_locked(l, g);
         }
     }
     for (struct us_lane **p = &lanes.spares; *p != NULL;) {
         l = *p;
-        if (lane_on_device(l, device)) {
+        if (lane_gone(l, g)) {
             *p = l->hh.next; /* before drop_lane_locked links it to the retired */
-            drop_lane_locked(l, device);
+            drop_lane_locked(l, g);
         } else {
             p = (struct us_lane **)&l->hh.next;
         }
     }
-    if (lanes.spare_ring != NULL && lanes.spare_ring_device == device) {
+    if (lanes.spare_ring != NULL && ring_gone(&lanes.spare_ring_owner, g)) {
         us_staging_ring_forget(lanes.spare_ring_bytes);
         lanes.spare_ring = NULL;
     }
     pthread_mutex_unlock(&lanes.mu);
+}
+
+void us_lanes_forget_device(int device)
+{
+    struct gone g = {device, 0};
+    forget(&g);
+}
+
+void us_lanes_forget_context(const struct us_ctx *gone)
+{
+    struct gone g = {-1, gone->id};
+    forget(&g);
 }
 
 unsigned us_lanes_count(void)

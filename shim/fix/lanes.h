@@ -26,9 +26,13 @@
 #include <stddef.h>
 #include <uthash.h>
 
+#include "context.h"
+#include "staging.h"
+
 #define US_LANE_MAX_SLOTS 64 /* option slots is at most 64 */
 
 struct us_lane_key {
+    uint64_t ctx;           /* the issuing context's us_ctx id: its streams and events live there */
     cudaStream_t stream;    /* explicit handle (us_copy_stream) */
     pthread_t thread;       /* the per-thread default stream's thread; else 0 */
     int stream_device, src_device, dst_device;
@@ -49,16 +53,26 @@ struct us_lane {
     unsigned nslots;
     char *ring;              /* nslots * slot_bytes, pinned, portable */
     size_t ring_bytes;
-    int ring_device;         /* current at the ring's allocation: its reset frees it */
+    struct us_pinned_owner ring_owner; /* whose end frees the ring */
     bool used;               /* done has been recorded */
     bool broken;             /* its state is unknown after a failure: not used again */
 };
 
 /* The lane for copies from src_device to dst_device ordered with `stream`
- * (which belongs to stream_device); `current` is the caller's device. Made
- * on first use. NULL when its streams, events or ring cannot be had (the
- * reason logged once): decline. The caller locks lane->mu around its use. */
-struct us_lane *us_lane_peer(cudaStream_t stream, int stream_device, int src_device, int dst_device, int current);
+ * (which belongs to stream_device), issued in context `home`. Made on first
+ * use: its streams and events on home's device in home, those on other
+ * devices in their primary contexts (ondevice.h). NULL when its streams,
+ * events or ring cannot be had (the reason logged once): decline. The
+ * caller locks lane->mu around its use. */
+struct us_lane *us_lane_peer(cudaStream_t stream, int stream_device, int src_device, int dst_device,
+                             const struct us_ctx *home);
+
+/* After a context is gone (destroyed, or its device reset): its lanes are
+ * forgotten, never used again (a later context at the same address has
+ * another id), none of their handles called: those in the context went with
+ * it; those on other devices are left (a few streams and events per lane).
+ * A ring the context did not own is kept for the next lane. */
+void us_lanes_forget_context(const struct us_ctx *gone);
 
 /* After cudaDeviceReset of `device`: every lane with a stream or event on
  * it, or a ring allocated while it was current, is forgotten (its handles

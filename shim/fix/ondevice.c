@@ -6,24 +6,26 @@
 
 static int logged_event, logged_stream;
 
+cudaError_t us_ondevice_enter(int device, const struct us_ctx *home)
+{
+    return device == home->device ? cudaSuccess : us_real()->cudaSetDevice(device);
+}
+
+cudaError_t us_ondevice_leave(int device, const struct us_ctx *home)
+{
+    return device == home->device ? cudaSuccess : us_context_restore(home);
+}
+
 /* Runs make(out) with `device` current, switching only when needed. */
-static cudaError_t on_device(int device, int current, cudaError_t (*make)(void *, unsigned), void *out,
+static cudaError_t on_device(int device, const struct us_ctx *home, cudaError_t (*make)(void *, unsigned), void *out,
                              unsigned flags)
 {
-    const struct us_real_api *real = us_real();
-    if (device != current) {
-        cudaError_t err = real->cudaSetDevice(device);
-        if (err != cudaSuccess)
-            return err;
-    }
-    cudaError_t err = make(out, flags);
-    if (device != current) {
-        cudaError_t back = real->cudaSetDevice(current);
-        if (err == cudaSuccess && back != cudaSuccess) {
-            err = back;
-        }
-    }
-    return err;
+    cudaError_t err = us_ondevice_enter(device, home);
+    if (err != cudaSuccess)
+        return err;
+    err = make(out, flags);
+    cudaError_t back = us_ondevice_leave(device, home);
+    return err == cudaSuccess ? back : err;
 }
 
 static cudaError_t make_event(void *out, unsigned flags)
@@ -36,10 +38,22 @@ static cudaError_t make_stream(void *out, unsigned flags)
     return us_real()->cudaStreamCreateWithFlags(out, flags);
 }
 
-cudaError_t us_ondevice_event_create(int device, int current, cudaEvent_t *out)
+/* Runs make(out) in context `in`, pushed when it is not `home`. */
+static cudaError_t in_context(const struct us_ctx *in, const struct us_ctx *home,
+                              cudaError_t (*make)(void *, unsigned), void *out, unsigned flags)
 {
-    cudaEvent_t ev = NULL;
-    cudaError_t err = on_device(device, current, make_event, &ev, cudaEventDisableTiming);
+    if (in == home || in->handle == NULL)
+        return on_device(in->device, home, make, out, flags);
+    bool pushed = false;
+    if (!us_context_push(in->handle, &pushed))
+        return cudaErrorInvalidResourceHandle;
+    cudaError_t err = make(out, flags);
+    us_context_leave_primary(pushed);
+    return err;
+}
+
+static cudaError_t event_made(cudaError_t err, cudaEvent_t ev, cudaEvent_t *out)
+{
     if (err == cudaSuccess) {
         *out = ev;
         return err;
@@ -51,10 +65,24 @@ cudaError_t us_ondevice_event_create(int device, int current, cudaEvent_t *out)
     return err;
 }
 
-cudaError_t us_ondevice_stream_create(int device, int current, cudaStream_t *out)
+cudaError_t us_ondevice_event_create_in(const struct us_ctx *in, const struct us_ctx *home, cudaEvent_t *out)
+{
+    cudaEvent_t ev = NULL;
+    cudaError_t err = in_context(in, home, make_event, &ev, cudaEventDisableTiming);
+    return event_made(err, ev, out);
+}
+
+cudaError_t us_ondevice_event_create(int device, const struct us_ctx *home, cudaEvent_t *out)
+{
+    cudaEvent_t ev = NULL;
+    cudaError_t err = on_device(device, home, make_event, &ev, cudaEventDisableTiming);
+    return event_made(err, ev, out);
+}
+
+cudaError_t us_ondevice_stream_create(int device, const struct us_ctx *home, cudaStream_t *out)
 {
     cudaStream_t s = NULL;
-    cudaError_t err = on_device(device, current, make_stream, &s, cudaStreamNonBlocking);
+    cudaError_t err = on_device(device, home, make_stream, &s, cudaStreamNonBlocking);
     if (err == cudaSuccess) {
         *out = s;
         return err;

@@ -12,10 +12,14 @@
 
 #include <stdbool.h>
 
+#include "context.h"
 #include "copy.h"
 
-bool us_pipeline_peer(const struct us_copy *c, cudaError_t *result); /* case A */
-bool us_pipeline_h2d(const struct us_copy *c, cudaError_t *result);  /* case B */
-bool us_pipeline_d2h(const struct us_copy *c, cudaError_t *result);  /* case C */
+/* `home`: the context the copy is issued in (us_context_this); the
+ * pipeline's streams, events and slot events belong to it (or, on other
+ * devices, to their primary contexts). NULL: declined. */
+bool us_pipeline_peer(const struct us_copy *c, const struct us_ctx *home, cudaError_t *result); /* case A */
+bool us_pipeline_h2d(const struct us_copy *c, const struct us_ctx *home, cudaError_t *result);  /* case B */
+bool us_pipeline_d2h(const struct us_copy *c, const struct us_ctx *home, cudaError_t *result);  /* case C */
 
 #endif

@@ -11,7 +11,7 @@
 
 
 static int logged_inflight_full, logged_no_slot, logged_missing, logged_mode, logged_capture, logged_capture_query, logged_device,
-    logged_stream_device, logged_device_range;
+    logged_stream_device, logged_device_range, logged_stream_ctx;
 
 static void restore_mode(struct us_pipe *p)
 {
@@ -19,7 +19,7 @@ static void restore_mode(struct us_pipe *p)
     p->real->cudaThreadExchangeStreamCaptureMode(&mode);
 }
 
-bool us_pipe_begin(struct us_pipe *p, const struct us_copy *c)
+bool us_pipe_begin(struct us_pipe *p, const struct us_copy *c, const struct us_ctx *home)
 {
     const struct us_real_api *real = us_real();
     /* a runtime that lacks one function of the rewrites gets no rewrite at
@@ -29,8 +29,11 @@ bool us_pipe_begin(struct us_pipe *p, const struct us_copy *c)
         us_log_once(&logged_missing, US_LOG_WARN, "the runtime lacks %s: copies are not rewritten", missing);
         return false;
     }
+    if (home == NULL) /* said by us_context_this */
+        return false;
     p->real = real;
     p->copy = c;
+    p->home = home;
     p->stream = us_copy_stream(c);
     p->start_ns = us_now_ns();
     p->saved_mode = cudaStreamCaptureModeRelaxed;
@@ -71,6 +74,16 @@ bool us_pipe_begin(struct us_pipe *p, const struct us_copy *c)
         c->dst_mem.device >= US_MAX_DEVICES) {
         us_log_once(&logged_device_range, US_LOG_WARN, "device numbers of %d and above are not rewritten",
                     US_MAX_DEVICES);
+        goto declined;
+    }
+    /* a stream of the caller's device is the caller's context's (one of
+     * another context of that device is an invalid handle: the first call on
+     * it fails, and the native call gives that error); of another device, that
+     * device's primary context's */
+    p->stream_ctx = p->stream_device == home->device ? home : us_context_primary(p->stream_device);
+    if (p->stream_ctx == NULL) {
+        us_log_once(&logged_stream_ctx, US_LOG_INFO,
+                    "a copy on a stream of another device whose primary context is not active goes native");
         goto declined;
     }
     /* the device sides: a release of them waits until us_pipe_end */
@@ -123,6 +136,8 @@ bool us_pipe_claim(const struct us_pipe *p, unsigned want, bool partial_ok, stru
         .device = p->stream_device,
         .partial_ok = partial_ok,
         .pieces = us_staging_pieces(p->copy->path == US_PATH_H2D_PAGEABLE, p->copy->bytes),
+        /* the grower pins in the primary context: not one the program never made active */
+        .inline_only = !p->home->primary && us_context_primary(p->home->device) == NULL,
     };
     bool growing;
     s->n = us_staging_claim_for_copy(&ask, s->slot, &growing);
@@ -136,7 +151,7 @@ bool us_pipe_claim(const struct us_pipe *p, unsigned want, bool partial_ok, stru
     for (unsigned i = 0; i < s->n; i++) {
         s->pending[i] = -1; /* claimed slots are free */
         if (err == cudaSuccess)
-            err = us_staging_slot_event(s->slot[i], p->stream_device, p->current_device, &s->event[i]);
+            err = us_staging_slot_event(s->slot[i], p->stream_ctx, p->home, &s->event[i]);
     }
     if (err != cudaSuccess) { /* logged by us_ondevice_event_create */
         us_pipe_release(s);

@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "context.h"
 #include "copy.h"
 #include "real.h"
 #include "staging.h"
@@ -23,6 +24,8 @@ struct us_pipe {
     cudaStream_t stream;  /* us_copy_stream(): explicit, valid for the plain entries */
     int stream_device;    /* the device the stream belongs to */
     int current_device;   /* the caller's, restored after any switch */
+    const struct us_ctx *home;       /* the context the copy is issued in (current) */
+    const struct us_ctx *stream_ctx; /* the stream's: home, or another device's primary context */
     enum cudaStreamCaptureMode saved_mode;
     uint64_t start_ns;
     unsigned inflight;    /* its entry in the in-flight table (inflight.h) */
@@ -34,19 +37,19 @@ struct us_pipe {
  * copy's device ranges as in flight (a release waits for them until
  * us_pipe_end). False: declined,
  * the reason logged once, the mode restored; the caller goes native. */
-bool us_pipe_begin(struct us_pipe *p, const struct us_copy *c);
+bool us_pipe_begin(struct us_pipe *p, const struct us_copy *c, const struct us_ctx *home);
 
 /* Restores the capture mode and records the span (host time in the call);
  * span NULL: a pipeline that declined after us_pipe_begin, nothing recorded. */
 void us_pipe_end(struct us_pipe *p, const char *span, int device);
 
-/* Slots of the shared staging pool that one copy holds, with their events on
- * the stream's device, and what each one is when given back. */
+/* Slots of the shared staging pool that one copy holds, with their events in
+ * the stream's context, and what each one is when given back. */
 struct us_pipe_slots {
     unsigned n;
     struct us_slot *slot[US_STAGING_MAX_CLAIM];
     cudaEvent_t event[US_STAGING_MAX_CLAIM];
-    int pending[US_STAGING_MAX_CLAIM]; /* -1 free, a device, or US_STAGING_LOST */
+    int pending[US_STAGING_MAX_CLAIM]; /* -1 free, a context index (the stream's), or US_STAGING_LOST */
 };
 
 /* The most slots one copy claims: half of pinned_max, at least one. */
@@ -55,7 +58,7 @@ unsigned us_pipe_claim_cap(void);
 /* Claims up to `want` slots for the copy (us_staging_claim_for_copy: all
  * free now, nobody waits for anything; no more than hold the whole copy;
  * pinned inside the call only within the copy's inline budget, else by the
- * grower thread) and their events on the stream's device. partial_ok: the
+ * grower thread) and their events in the stream's context. partial_ok: the
  * copy runs with fewer slots than it wants. false: none to be had, declined
  * and logged once; nothing is held. */
 bool us_pipe_claim(const struct us_pipe *p, unsigned want, bool partial_ok, struct us_pipe_slots *s);

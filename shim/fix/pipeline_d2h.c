@@ -40,7 +40,7 @@ static cudaError_t issue_chunk(const struct us_pipe *p, struct us_pipe_slots *s,
         return err;
     *issued = true;
     err = p->real->cudaEventRecord(s->event[k], p->stream);
-    s->pending[k] = err == cudaSuccess ? p->stream_device : US_STAGING_LOST;
+    s->pending[k] = err == cudaSuccess ? (int)p->stream_ctx->index : US_STAGING_LOST;
     return err;
 }
 
@@ -78,10 +78,10 @@ static cudaError_t copy_now(const struct us_pipe *p, struct us_pipe_slots *s, bo
     return err;
 }
 
-bool us_pipeline_d2h(const struct us_copy *c, cudaError_t *result)
+bool us_pipeline_d2h(const struct us_copy *c, const struct us_ctx *home, cudaError_t *result)
 {
     struct us_pipe p;
-    if (!us_pipe_begin(&p, c))
+    if (!us_pipe_begin(&p, c, home))
         return false;
     unsigned want = us_config()->slots;
     struct us_pipe_slots s;

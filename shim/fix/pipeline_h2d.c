@@ -26,10 +26,10 @@
 #include "hostcopy.h"
 #include "pipeline_common.h"
 
-bool us_pipeline_h2d(const struct us_copy *c, cudaError_t *result)
+bool us_pipeline_h2d(const struct us_copy *c, const struct us_ctx *home, cudaError_t *result)
 {
     struct us_pipe p;
-    if (!us_pipe_begin(&p, c))
+    if (!us_pipe_begin(&p, c, home))
         return false;
     const struct us_real_api *real = p.real;
     unsigned cap = us_pipe_claim_cap();
@@ -59,7 +59,7 @@ bool us_pipeline_h2d(const struct us_copy *c, cudaError_t *result)
             break;
         off += len;
         err = real->cudaEventRecord(s.event[k], p.stream);
-        s.pending[k] = err == cudaSuccess ? p.stream_device : US_STAGING_LOST;
+        s.pending[k] = err == cudaSuccess ? (int)p.stream_ctx->index : US_STAGING_LOST;
         if (err != cudaSuccess) {
             i++;
             break;

@@ -19,6 +19,7 @@
 
 #include "lanes.h"
 #include "log.h"
+#include "ondevice.h"
 #include "pipeline_common.h"
 
 #define US_PEER_MAX_CHUNKS 16
@@ -69,11 +70,11 @@ static cudaError_t gate_on_legacy(const struct us_pipe *p, const struct us_lane 
     int n = legacy_others(p, l, devices, gates);
     cudaError_t err = cudaSuccess;
     for (int i = 0; i < n && err == cudaSuccess; i++) {
-        err = real->cudaSetDevice(devices[i]);
+        err = us_ondevice_enter(devices[i], p->home);
         if (err != cudaSuccess)
             break;
         err = real->cudaEventRecord(gates[i], cudaStreamLegacy);
-        err = us_pipe_first(err, real->cudaSetDevice(p->current_device));
+        err = us_pipe_first(err, us_ondevice_leave(devices[i], p->home));
         if (err == cudaSuccess)
             err = real->cudaStreamWaitEvent(l->d2h, gates[i], 0);
     }
@@ -90,11 +91,11 @@ static cudaError_t legacy_follows(const struct us_pipe *p, const struct us_lane 
     int n = legacy_others(p, l, devices, gates);
     cudaError_t err = cudaSuccess;
     for (int i = 0; i < n && err == cudaSuccess; i++) {
-        err = real->cudaSetDevice(devices[i]);
+        err = us_ondevice_enter(devices[i], p->home);
         if (err != cudaSuccess)
             break;
         err = real->cudaStreamWaitEvent(cudaStreamLegacy, l->done, 0);
-        err = us_pipe_first(err, real->cudaSetDevice(p->current_device));
+        err = us_pipe_first(err, us_ondevice_leave(devices[i], p->home));
     }
     return err;
 }
@@ -189,13 +190,13 @@ static bool issue(const struct us_pipe *p, struct us_lane *l, cudaError_t *resul
     return true;
 }
 
-bool us_pipeline_peer(const struct us_copy *c, cudaError_t *result)
+bool us_pipeline_peer(const struct us_copy *c, const struct us_ctx *home, cudaError_t *result)
 {
     struct us_pipe p;
-    if (!us_pipe_begin(&p, c))
+    if (!us_pipe_begin(&p, c, home))
         return false;
     int src = c->src_mem.device, dst = c->dst_mem.device;
-    struct us_lane *l = us_lane_peer(p.stream, p.stream_device, src, dst, p.current_device);
+    struct us_lane *l = us_lane_peer(p.stream, p.stream_device, src, dst, home);
     if (l == NULL) {
         us_pipe_end(&p, NULL, dst);
         return false;

@@ -15,6 +15,7 @@
 #include <sys/mman.h>
 
 #include "config.h"
+#include "context.h"
 #include "grower.h"
 #include "log.h"
 #include "ondevice.h"
@@ -22,7 +23,7 @@
 
 struct block {
     struct block *next;
-    int device; /* current at its allocation: a reset of it frees the memory */
+    struct us_pinned_owner owner; /* whose end frees the memory */
     unsigned n;
     struct us_slot slots[];
 };
@@ -82,19 +83,29 @@ static void *map_and_register(size_t bytes)
     return p;
 }
 
-/* `bytes` of portable pinned memory within the budget; *device: the device
- * current at the allocation (a reset of it unregisters or frees the memory;
- * see us_staging_forget_device). Never freed: the pool only grows. */
-static bool pinned_alloc(size_t bytes, void **out, int *device)
+/* `bytes` of portable pinned memory within the budget, in the current
+ * device's primary context when it is active (it stays as long as the
+ * runtime), else in the current context (*owner says which: its end frees
+ * the memory; see us_staging_forget_device/_context). Never freed: the pool
+ * only grows. */
+static bool pinned_alloc(size_t bytes, void **out, struct us_pinned_owner *owner)
 {
     if (!reserve(bytes))
         return false;
-    *device = -1;
-    us_real()->cudaGetDevice(device);
+    owner->device = -1;
+    owner->ctx = 0;
+    us_real()->cudaGetDevice(&owner->device);
+    bool pushed = false;
+    if (!us_context_enter_primary(owner->device, &pushed)) {
+        const struct us_ctx *here = us_context_this();
+        if (here != NULL && !here->primary)
+            owner->ctx = here->id;
+    }
     void *p = map_and_register(bytes);
     cudaError_t err = cudaSuccess;
     if (p == NULL)
         err = us_real()->cudaHostAlloc(&p, bytes, cudaHostAllocPortable);
+    us_context_leave_primary(pushed);
     if (err != cudaSuccess || p == NULL) {
         atomic_fetch_sub(&pinned_bytes, bytes);
         us_log_once(&logged_alloc, US_LOG_WARN,
@@ -106,9 +117,9 @@ static bool pinned_alloc(size_t bytes, void **out, int *device)
     return true;
 }
 
-bool us_staging_ring_alloc(size_t bytes, void **out, int *device)
+bool us_staging_ring_alloc(size_t bytes, void **out, struct us_pinned_owner *owner)
 {
-    return pinned_alloc(bytes, out, device);
+    return pinned_alloc(bytes, out, owner);
 }
 
 void us_staging_ring_forget(size_t bytes)
@@ -143,11 +154,11 @@ static bool available_locked(struct us_slot *s, bool query)
 {
     if (s->claimed || s->lost)
         return false;
-    if (s->pending_device < 0)
+    if (s->pending_ctx < 0)
         return true;
-    if (!query || us_real()->cudaEventQuery(s->events[s->pending_device]) != cudaSuccess)
+    if (!query || us_real()->cudaEventQuery(s->events[s->pending_ctx]) != cudaSuccess)
         return false; /* not done yet, or its stream failed: leave it */
-    s->pending_device = -1;
+    s->pending_ctx = -1;
     return true;
 }
 
@@ -210,12 +221,12 @@ static bool grow(size_t bytes, struct us_slot **out)
         return false;
     }
     void *mem;
-    if (!pinned_alloc(bytes, &mem, &b->device)) {
+    if (!pinned_alloc(bytes, &mem, &b->owner)) {
         free(b);
         return false;
     }
     b->n = 1;
-    b->slots[0] = (struct us_slot){.ptr = mem, .bytes = bytes, .pending_device = -1, .claimed = out != NULL};
+    b->slots[0] = (struct us_slot){.ptr = mem, .bytes = bytes, .pending_ctx = -1, .claimed = out != NULL};
     if (out != NULL)
         *out = &b->slots[0];
     pthread_mutex_lock(&pool.mu);
@@ -311,7 +322,7 @@ unsigned us_staging_claim_for_copy(const struct us_staging_ask *ask, struct us_s
         got = 0;
     }
     unsigned for_grower = ask->partial_ok ? missing - (inline_now && inline_slot == slot ? 1 : 0) : total;
-    if (!us_grower_request(&us_staging_grower_pool, ask->device, slot, for_grower)) {
+    if (ask->inline_only || !us_grower_request(&us_staging_grower_pool, ask->device, slot, for_grower)) {
         /* no grower thread: grow inside the call, as far as the copy needs */
         if (!ask->partial_ok)
             return claim_growing(want, ask->copy_bytes, slot, out);
@@ -353,41 +364,40 @@ bool us_staging_add_free(size_t slot_bytes)
     return grow(slot_bytes, NULL);
 }
 
-cudaError_t us_staging_slot_event(struct us_slot *slot, int device, int current, cudaEvent_t *out)
+cudaError_t us_staging_slot_event(struct us_slot *slot, const struct us_ctx *in, const struct us_ctx *home,
+                                  cudaEvent_t *out)
 {
-    if (slot->events[device] == NULL) {
-        cudaError_t err = us_ondevice_event_create(device, current, &slot->events[device]);
+    if (slot->events[in->index] == NULL) {
+        cudaError_t err = us_ondevice_event_create_in(in, home, &slot->events[in->index]);
         if (err != cudaSuccess)
             return err;
     }
-    *out = slot->events[device];
+    *out = slot->events[in->index];
     return cudaSuccess;
 }
 
-void us_staging_release(struct us_slot *const *slots, unsigned n, const int *pending_device)
+void us_staging_release(struct us_slot *const *slots, unsigned n, const int *pending_ctx)
 {
     pthread_mutex_lock(&pool.mu);
     for (unsigned i = 0; i < n; i++) {
-        int pending = pending_device != NULL ? pending_device[i] : -1;
+        int pending = pending_ctx != NULL ? pending_ctx[i] : -1;
         slots[i]->claimed = false;
         if (pending == US_STAGING_LOST)
             slots[i]->lost = true;
         else
-            slots[i]->pending_device = pending;
+            slots[i]->pending_ctx = pending;
     }
     pthread_mutex_unlock(&pool.mu);
 }
 
-void us_staging_forget_device(int device)
+/* Under pool.mu: blocks whose memory went with `owner` leave the pool into
+ * the retired (a copy still holding one of their slots may write to it). */
+static void retire_owned_locked(bool (*owned)(const struct us_pinned_owner *, const void *), const void *arg)
 {
-    if (device < 0 || device >= US_MAX_DEVICES)
-        return;
-    pthread_mutex_lock(&pool.mu);
     struct block **at = &pool.head, *last = NULL;
     while (*at != NULL) {
         struct block *b = *at;
-        if (b->device == device) {
-            /* freed by the reset: out of the pool, into the retired */
+        if (owned(&b->owner, arg)) {
             *at = b->next;
             b->next = pool.retired;
             pool.retired = b;
@@ -395,16 +405,42 @@ void us_staging_forget_device(int device)
                 atomic_fetch_sub(&pinned_bytes, b->slots[i].bytes);
             continue;
         }
-        for (unsigned i = 0; i < b->n; i++) {
-            struct us_slot *slot = &b->slots[i];
-            slot->events[device] = NULL; /* destroyed by the reset: made again on next use */
-            if (slot->pending_device == device)
-                slot->pending_device = -1; /* its work drained or died with the context */
-        }
         last = b;
         at = &b->next;
     }
     pool.tail = last;
+}
+
+static bool owned_by_primary_of(const struct us_pinned_owner *o, const void *device)
+{
+    return o->ctx == 0 && o->device == *(const int *)device;
+}
+
+static bool owned_by_ctx(const struct us_pinned_owner *o, const void *id)
+{
+    return o->ctx != 0 && o->ctx == *(const uint64_t *)id;
+}
+
+void us_staging_forget_device(int device)
+{
+    if (device < 0 || device >= US_MAX_DEVICES)
+        return;
+    pthread_mutex_lock(&pool.mu);
+    retire_owned_locked(owned_by_primary_of, &device);
+    pthread_mutex_unlock(&pool.mu);
+}
+
+void us_staging_forget_context(const struct us_ctx *gone)
+{
+    pthread_mutex_lock(&pool.mu);
+    retire_owned_locked(owned_by_ctx, &gone->id);
+    for (struct block *b = pool.head; b != NULL; b = b->next)
+        for (unsigned i = 0; i < b->n; i++) {
+            struct us_slot *slot = &b->slots[i];
+            slot->events[gone->index] = NULL; /* went with the context: made again on next use */
+            if (slot->pending_ctx == (int)gone->index)
+                slot->pending_ctx = -1; /* its work drained or died with the context */
+        }
     pthread_mutex_unlock(&pool.mu);
 }
 

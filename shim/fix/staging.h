@@ -54,6 +54,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "context.h"
 #include "device_state.h"
 #include "grower.h"
 
@@ -77,27 +78,42 @@
 struct us_slot {
     char *ptr;           /* `bytes` of pinned memory */
     size_t bytes;        /* US_STAGING_MIN_SLOT .. us_staging_slot_bytes() */
-    int pending_device;  /* -1: free; else events[pending_device] follows its last use */
+    int pending_ctx;     /* -1: free; else events[pending_ctx] follows its last use */
     bool claimed;
     bool lost;           /* used by the GPU without an event to tell when done: never reused */
-    cudaEvent_t events[US_MAX_DEVICES]; /* made on first use on each device */
+    cudaEvent_t events[US_MAX_CONTEXTS]; /* per context (struct us_ctx's index), made on first use there */
+};
+
+/* Who owns a block of pinned memory: whose end frees it. The pool's memory
+ * is allocated in the current device's primary context when it is active
+ * (it lives as long as the runtime, and, registered portable, every context
+ * may copy from it); else in the context the copy is issued in, which takes
+ * it along when destroyed. */
+struct us_pinned_owner {
+    int device;          /* current at the allocation: a reset of it frees the primary's memory */
+    uint64_t ctx;        /* 0: the primary context; else the created context's us_ctx id */
 };
 
 /* A block of `bytes` pinned bytes within pinned_max, for a lane's ring;
- * *device: the device current at the allocation, whose reset frees it.
- * false: over the budget or the allocation failed (logged once each). */
-bool us_staging_ring_alloc(size_t bytes, void **out, int *device);
+ * *owner: whose end frees it. false: over the budget or the allocation
+ * failed (logged once each). */
+bool us_staging_ring_alloc(size_t bytes, void **out, struct us_pinned_owner *owner);
 
 /* A ring of `bytes` that a device reset freed leaves the budget. */
 void us_staging_ring_forget(size_t bytes);
 
-/* After cudaDeviceReset of `device`: the slots allocated while it was
- * current leave the pool (the reset freed them: they are forgotten, never
- * freed again, and their bytes leave the budget), and every other slot
- * forgets its event on that device (made again on next use). The pinned
- * memory is assumed freed by the reset, portable or not (the context that
- * allocated it owned it); if it survived, it is leaked, never freed twice. */
+/* After cudaDeviceReset of `device`: the slots allocated in its primary
+ * context leave the pool (the reset freed them: they are forgotten, never
+ * freed again, and their bytes leave the budget). The pinned memory is
+ * assumed freed by the reset, portable or not (the context that allocated
+ * it owned it); if it survived, it is leaked, never freed twice. */
 void us_staging_forget_device(int device);
+
+/* After a context is gone (destroyed, or its device reset): the slots it
+ * owned leave the pool as above, and every slot forgets its event there
+ * (never destroyed: the context took it along; the index is another
+ * context's next) and is free of work there (the destroy waited for it). */
+void us_staging_forget_context(const struct us_ctx *gone);
 
 /* The largest slot: chunk_bytes when the pool started. */
 size_t us_staging_slot_bytes(void);
@@ -125,6 +141,8 @@ struct us_staging_ask {
     int device;        /* the copy's stream device: the grower allocates with it current */
     bool partial_ok;   /* it can run with fewer slots than it wants (a D2H cycles them) */
     unsigned pieces;   /* slots of copy_bytes / pieces (us_staging_pieces); 0: US_STAGING_GROW_DIVISOR */
+    bool inline_only;  /* no grower: it would pin in the device's primary context, which the program
+                        * never made active (a copy in a created context): pinned here, in this one */
 };
 
 /* Claims slots for a copy: up to `want` of at least
@@ -153,16 +171,18 @@ unsigned us_staging_missing(size_t slot_bytes, unsigned count);
 bool us_staging_add_free(size_t slot_bytes);
 extern const struct us_grower_pool us_staging_grower_pool; /* the two above */
 
-/* The slot's event on `device`, made on first use (`current`: the caller's
- * device, restored). The slot must be claimed by the caller. */
-cudaError_t us_staging_slot_event(struct us_slot *slot, int device, int current, cudaEvent_t *out);
+/* The slot's event in context `in` (the stream's), made on first use
+ * (`home`: the caller's context, current again after). The slot must be
+ * claimed by the caller. */
+cudaError_t us_staging_slot_event(struct us_slot *slot, const struct us_ctx *in, const struct us_ctx *home,
+                                  cudaEvent_t *out);
 
-/* Gives claimed slots back. pending_device[i]: -1 if slot i is free now (the
- * GPU is done with it), else the device whose slot event was recorded after
- * its last use; US_STAGING_LOST if the GPU may still use it and no event says
+/* Gives claimed slots back. pending_ctx[i]: -1 if slot i is free now (the
+ * GPU is done with it), else the index of the context whose slot event was
+ * recorded after its last use; US_STAGING_LOST if the GPU may still use it and no event says
  * when (the slot is never reused). NULL: all free. */
 #define US_STAGING_LOST (-2)
-void us_staging_release(struct us_slot *const *slots, unsigned n, const int *pending_device);
+void us_staging_release(struct us_slot *const *slots, unsigned n, const int *pending_ctx);
 
 /* Pinned bytes allocated so far (rings and slots). */
 size_t us_staging_pinned_bytes(void);

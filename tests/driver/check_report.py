@@ -4,12 +4,14 @@
 Usage: check_report.py REPORT.json [--require RULE:API[:fixed|:native]]...
                                    [--only-prefix PREFIX] [--none]
                                    [--driver-layer yes|no] [--forbid RULE]...
+                                   [--fixed-at-least RULE:API:N]...
   --require      a finding of RULE named API (fixed: at least one of its
                  calls rewritten; native: none rewritten)
   --only-prefix  every finding's API starts with PREFIX ("cuda": a runtime
                  copy was handled at the runtime layer only, not again below)
   --none         no finding at all, and no CUDA call reached the shim
   --forbid       no finding of RULE
+  --fixed-at-least  at least N calls of RULE named API rewritten
   --driver-layer whether the report says what the driver layer cannot reach
                  (it does once a call was handled there)
 Prints what is wrong and exits 1, or exits 0 silently.
@@ -26,6 +28,7 @@ def main():
     ap.add_argument('--only-prefix')
     ap.add_argument('--none', action='store_true')
     ap.add_argument('--forbid', action='append', default=[])
+    ap.add_argument('--fixed-at-least', action='append', default=[])
     ap.add_argument('--driver-layer', choices=('yes', 'no'))
     args = ap.parse_args()
     try:
@@ -61,6 +64,11 @@ def main():
             problems.append(f'{rule} {api}: none of its calls rewritten')
         elif how == ['native'] and fixed > 0:
             problems.append(f'{rule} {api}: {fixed} calls rewritten, expected native')
+    for want in args.fixed_at_least:
+        rule, api, least = want.split(':')
+        fixed = sum(f['fixed'] for f in findings if f['rule'] == rule and f['api'] == api)
+        if fixed < int(least):
+            problems.append(f'{rule} {api}: {fixed} calls rewritten, expected at least {least}')
     if args.only_prefix:
         other = sorted({f['api'] for f in findings if not f['api'].startswith(args.only_prefix)})
         if other:

@@ -27,7 +27,8 @@
     X(HOST_ALLOC_US_PER_MIB, host_alloc_us_per_mib, DBL, 0.0, 0.0, 1e9)      \
     X(HOST_REGISTER_US_PER_MIB, host_register_us_per_mib, DBL, 0.0, 0.0, 1e9) \
     X(P2P_ATOMICS, p2p_atomics, INT, 1, 0, 1)                                 \
-    X(P2P_RANK, p2p_rank, INT, 0, 0, 1000)
+    X(P2P_RANK, p2p_rank, INT, 0, 0, 1000)                                    \
+    X(CTX_REUSE, ctx_reuse, INT, 0, 0, 1)
 
 static _Atomic(const struct fc_config *) current;
 

@@ -177,20 +177,35 @@ static CUresult ctx_create(CUcontext *pctx, unsigned int flags, CUdevice dev)
         return CUDA_ERROR_INVALID_VALUE;
     if (!valid_ordinal(dev))
         return CUDA_ERROR_INVALID_DEVICE;
-    struct fc_ctx *ctx = calloc(1, sizeof *ctx);
-    if (ctx == NULL)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    *ctx = (struct fc_ctx){.device = dev, .live = true, .flags = flags};
+    static unsigned long long next_id = 1000; /* under fc_g.mu; primary contexts are 1..devices */
     pthread_mutex_lock(&fc_g.mu);
+    /* FAKECUDA_CTX_REUSE=1: a destroyed context's address again, as a real
+     * driver's allocator may give it, so that a preload keyed by the handle
+     * alone meets its stale entries */
+    struct fc_ctx *ctx = NULL;
+    bool reused = false;
+    if (fc_cfg()->ctx_reuse)
+        for (ctx = fc_g.created; ctx != NULL && ctx->live; ctx = ctx->next)
+            ;
+    if (ctx != NULL)
+        reused = true;
+    else if ((ctx = calloc(1, sizeof *ctx)) == NULL) {
+        pthread_mutex_unlock(&fc_g.mu);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    struct fc_ctx *next = reused ? ctx->next : fc_g.created;
+    *ctx = (struct fc_ctx){.device = dev, .live = true, .flags = flags, .id = ++next_id, .next = next};
     ctx->legacy = fc_stream_new_locked(FC_STREAM_LEGACY, dev, 0, 0);
     if (ctx->legacy == NULL) {
+        ctx->live = false;
+        if (!reused)
+            free(ctx);
         pthread_mutex_unlock(&fc_g.mu);
-        free(ctx);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     ctx->legacy->ctx = ctx;
-    ctx->next = fc_g.created;
-    fc_g.created = ctx;
+    if (!reused)
+        fc_g.created = ctx;
     pthread_mutex_unlock(&fc_g.mu);
     CUresult rc = push_ctx(ctx);
     if (rc == CUDA_SUCCESS)
@@ -222,8 +237,9 @@ CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *params, unsigned int
 }
 
 /* Waits for the context's work, then its streams and events are invalid
- * handles; a thread where it was current falls back to its device's primary
- * context. Its device memory stays (not modelled). */
+ * handles, and the pinned memory allocated (registered) while it was current
+ * is freed (unregistered); a thread where it was current falls back to its
+ * device's primary context. Its device memory stays (not modelled). */
 CUresult cuCtxDestroy_v2(CUcontext c)
 {
     ENTER();
@@ -250,6 +266,7 @@ CUresult cuCtxDestroy_v2(CUcontext c)
     }
     ctx->live = false;
     pthread_mutex_unlock(&fc_g.mu);
+    fc_stat_add(pinned_released_by_ctx_destroy, fc_mem_release_ctx(ctx));
     if (fc_current_ctx() == ctx)
         fc_set_current_ctx(&fc_g.primary[ctx->device]);
     for (int i = 0; i < tls_depth; i++)
@@ -310,6 +327,20 @@ CUresult cuCtxPopCurrent_v2(CUcontext *pctx)
 CUresult cuCtxPopCurrent(CUcontext *pctx)
 {
     return cuCtxPopCurrent_v2(pctx);
+}
+
+/* A context's id: unique in the process, also for a context at the address
+ * of a destroyed one (FAKECUDA_CTX_REUSE). NULL: the current context. */
+CUresult cuCtxGetId(CUcontext c, unsigned long long *id)
+{
+    ENTER();
+    if (id == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct fc_ctx *ctx = c != NULL ? ctx_of(c) : fc_current_ctx();
+    if (!ctx->live)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    *id = ctx->id;
+    return CUDA_SUCCESS;
 }
 
 CUresult cuCtxGetDevice(CUdevice *device)
@@ -646,6 +677,7 @@ static const struct proc_row proc_rows[] = {
     ROW("cuCtxPushCurrent", 4000, cuCtxPushCurrent_v2),
     ROW("cuCtxPopCurrent", 2000, cuCtxPopCurrent),
     ROW("cuCtxPopCurrent", 4000, cuCtxPopCurrent_v2),
+    ROW("cuCtxGetId", 12000, cuCtxGetId),
     ROW("cuCtxGetDevice", 2000, cuCtxGetDevice),
     ROW("cuCtxGetDevice", 13000, cuCtxGetDevice_v2),
     ROW("cuCtxEnablePeerAccess", 4000, cuCtxEnablePeerAccess),

@@ -122,6 +122,7 @@ struct fakecuda_stats {
     unsigned long streams_created, events_created, pinned_allocs;
     unsigned long pinned_allocs_created_ctx; /* of them, made while a cuCtxCreate context was current: on a GPU
                                               * freed with that context (cuCtxDestroy) */
+    unsigned long pinned_released_by_ctx_destroy; /* pinned allocations and registrations cuCtxDestroy released */
     unsigned long host_registers;         /* cudaHostRegister calls that succeeded */
     unsigned long long pinned_alloc_max_bytes; /* largest single cudaHostAlloc/cudaMallocHost */
     unsigned long long host_register_max_bytes; /* largest single cudaHostRegister */

@@ -64,7 +64,7 @@ static void init(void)
     pthread_mutex_lock(&fc_g.mu);
     fc_g.ndev = fc_cfg()->devices;
     for (int d = 0; d < fc_g.ndev; d++) {
-        fc_g.primary[d] = (struct fc_ctx){.device = d, .primary = true, .live = true};
+        fc_g.primary[d] = (struct fc_ctx){.device = d, .primary = true, .live = true, .id = (unsigned long long)d + 1};
         fc_g.dev[d].legacy = fc_stream_new_locked(FC_STREAM_LEGACY, d, 0, 0);
         fc_g.dev[d].legacy->ctx = &fc_g.primary[d];
         fc_g.primary[d].legacy = fc_g.dev[d].legacy;

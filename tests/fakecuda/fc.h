@@ -42,6 +42,7 @@ struct fc_config {
     double host_register_us_per_mib; /* cudaHostRegister: the same (pinning pages already mapped) */
     int p2p_atomics;               /* cudaDevP2PAttrNativeAtomicSupported of a capable pair */
     int p2p_rank;                  /* cudaDevP2PAttrPerformanceRank of a capable pair */
+    int ctx_reuse;                 /* 1: cuCtxCreate reuses a destroyed context's address */
     bool peer_capable[FC_MAX_DEVICES][FC_MAX_DEVICES];
     /* what cudaDeviceEnablePeerAccess does on a capable pair (matrix cell) */
     enum fc_peer_enable { FC_PEER_ENABLE_OK, FC_PEER_ENABLE_REFUSED, FC_PEER_ENABLE_HANGS }
@@ -82,6 +83,7 @@ struct fc_ctx {
     bool primary;
     bool live;                 /* a created context not destroyed */
     unsigned flags;
+    unsigned long long id;     /* cuCtxGetId: unique in the process, also when an address is reused */
     int retains;               /* primary: cuDevicePrimaryCtxRetain count */
     bool used;                 /* primary: the runtime worked in it (atomic) */
     struct fc_stream *legacy;  /* its NULL stream */
@@ -149,6 +151,10 @@ void fc_mem_lookup(const void *p, struct fc_mem_info *out);
 /* cudaDeviceReset: frees the device memory of `device` and the pinned
  * memory allocated while it was current. */
 void fc_mem_reset_device(int device);
+/* cuCtxDestroy: frees the pinned memory allocated, and drops the ranges
+ * registered, while the created context `ctx` was current (portable or not:
+ * the context that pinned them releases them); returns how many. */
+unsigned fc_mem_release_ctx(const struct fc_ctx *ctx);
 /* Whether [p, p+bytes) lies inside the allocation `m` describes. */
 bool fc_mem_covers(const struct fc_mem_info *m, const void *p, size_t bytes);
 

@@ -14,6 +14,7 @@ struct fc_alloc {
     size_t size;
     enum fc_mem kind;
     int device;
+    const struct fc_ctx *ctx; /* pinned/registered: the created context current then; NULL: a primary one */
 };
 
 static struct fc_alloc *allocs; /* sorted by base, no overlaps */
@@ -171,6 +172,35 @@ void fc_mem_reset_device(int device)
     }
 }
 
+unsigned fc_mem_release_ctx(const struct fc_ctx *ctx)
+{
+    unsigned released = 0;
+    for (;;) {
+        struct fc_alloc a = {0};
+        bool found = false;
+        pthread_rwlock_wrlock(&reg_lock);
+        for (size_t i = 0; i < nallocs && !found; i++)
+            if (allocs[i].ctx == ctx && (allocs[i].kind == FC_MEM_PINNED || allocs[i].kind == FC_MEM_REGISTERED)) {
+                a = allocs[i];
+                remove_at(i);
+                found = true;
+            }
+        pthread_rwlock_unlock(&reg_lock);
+        if (!found)
+            return released;
+        released++;
+        if (a.kind == FC_MEM_PINNED) /* unmapped: a stale pointer faults */
+            backing_free((void *)a.base, a.size);
+    }
+}
+
+/* The created context current now, for what it pins; NULL in a primary one. */
+static const struct fc_ctx *pinning_ctx(void)
+{
+    const struct fc_ctx *ctx = fc_current_ctx();
+    return ctx->primary ? NULL : ctx;
+}
+
 /* --- device memory ------------------------------------------------------------------------ */
 
 cudaError_t fc_device_alloc(size_t size, int device, void **out)
@@ -178,7 +208,7 @@ cudaError_t fc_device_alloc(size_t size, int device, void **out)
     void *p = backing_alloc(size, 256);
     if (p == NULL)
         return cudaErrorMemoryAllocation;
-    if (!reg_insert((struct fc_alloc){(uintptr_t)p, size, FC_MEM_DEVICE, device}, true)) {
+    if (!reg_insert((struct fc_alloc){(uintptr_t)p, size, FC_MEM_DEVICE, device, NULL}, true)) {
         backing_free(p, size);
         return cudaErrorMemoryAllocation;
     }
@@ -270,7 +300,7 @@ cudaError_t cudaHostAlloc(void **ptr, size_t size, unsigned int flags)
     void *p = backing_alloc(size, 4096);
     if (p == NULL)
         return fc_ret(cudaErrorMemoryAllocation);
-    if (!reg_insert((struct fc_alloc){(uintptr_t)p, size, FC_MEM_PINNED, dev}, true)) {
+    if (!reg_insert((struct fc_alloc){(uintptr_t)p, size, FC_MEM_PINNED, dev, pinning_ctx()}, true)) {
         backing_free(p, size);
         return fc_ret(cudaErrorMemoryAllocation);
     }
@@ -318,7 +348,7 @@ cudaError_t cudaHostRegister(void *ptr, size_t size, unsigned int flags)
         err = fc_fault(FAKECUDA_FAULT_HOST_REGISTER);
     if (err != cudaSuccess)
         return fc_ret(err);
-    if (!reg_insert((struct fc_alloc){(uintptr_t)ptr, size, FC_MEM_REGISTERED, fc_current_device()}, false))
+    if (!reg_insert((struct fc_alloc){(uintptr_t)ptr, size, FC_MEM_REGISTERED, fc_current_device(), pinning_ctx()}, false))
         return fc_ret(cudaErrorHostMemoryAlreadyRegistered);
     hold_driver_while_pinning(fc_cfg()->host_register_us_per_mib, size);
     fc_stat_add(host_registers, 1);

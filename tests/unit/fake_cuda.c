@@ -1,5 +1,7 @@
 /* fake_cuda.c - see fake_cuda.h. */
 #include "fake_cuda.h"
+
+#include "context.h"
 #include "grower.h"
 #include "staging.h"
 
@@ -65,8 +67,10 @@ static cudaError_t note(enum fake_cuda_fn fn, cudaStream_t stream, cudaEvent_t e
     bool relaxed = capture_mode == cudaStreamCaptureModeRelaxed;
     pthread_mutex_lock(&fake_mu);
     /* choosing a device is no capture-unsafe call (the grower thread makes
-     * the copy's device current before anything else: no context elsewhere) */
-    if (!relaxed && fn != FAKE_cudaThreadExchangeStreamCaptureMode && fn != FAKE_cudaSetDevice)
+     * the copy's device current before anything else: no context elsewhere),
+     * nor is asking which one is current (the chain's context lookup) */
+    if (!relaxed && fn != FAKE_cudaThreadExchangeStreamCaptureMode && fn != FAKE_cudaSetDevice &&
+        fn != FAKE_cudaGetDevice)
         not_relaxed++;
     if (fake_cuda.ncalls < FAKE_CUDA_MAX_LOG)
         fake_cuda.calls[fake_cuda.ncalls++] = (struct fake_cuda_call){
@@ -512,14 +516,14 @@ int fake_cuda_teardown(void **state)
     return 0;
 }
 
-bool fake_cuda_copy_checked(bool (*pipeline)(const struct us_copy *, cudaError_t *), int api, size_t bytes,
+bool fake_cuda_copy_checked(bool (*pipeline)(const struct us_copy *, const struct us_ctx *, cudaError_t *), int api, size_t bytes,
                             cudaStream_t stream, int src_device, int dst_device, cudaError_t *result)
 {
     unsigned char *src = malloc(bytes + 16), *dst = calloc(1, bytes + 16);
     fake_cuda_fill(src + 3, bytes, (unsigned)bytes);
     struct us_copy c;
     fake_cuda_copy(&c, api, dst + 5, dst_device, src + 3, src_device, bytes, stream);
-    bool done = pipeline(&c, result);
+    bool done = pipeline(&c, us_context_this(), result); /* the current device's primary context */
     if (done && *result == cudaSuccess) {
         assert_true(fake_cuda_check(dst + 5, bytes, (unsigned)bytes));
         assert_true(fake_cuda_check(src + 3, bytes, (unsigned)bytes)); /* the source is only read */

@@ -128,7 +128,8 @@ void fake_cuda_copy(struct us_copy *c, int api, void *dst, int dst_device, const
  * (dst_device) through `pipeline`. When it did the copy and succeeded, checks
  * the data, that the source was only read, and that nothing around the
  * destination was touched. Returns the pipeline's answer. */
-bool fake_cuda_copy_checked(bool (*pipeline)(const struct us_copy *, cudaError_t *), int api, size_t bytes,
+struct us_ctx;
+bool fake_cuda_copy_checked(bool (*pipeline)(const struct us_copy *, const struct us_ctx *, cudaError_t *), int api, size_t bytes,
                             cudaStream_t stream, int src_device, int dst_device, cudaError_t *result);
 void fake_cuda_fill(unsigned char *p, size_t n, unsigned seed);
 bool fake_cuda_check(const unsigned char *p, size_t n, unsigned seed);

@@ -411,7 +411,7 @@ static void test_peer_sync_api_waits_and_gates_on_legacy_streams(void **state)
     unsigned char src[100], dst[100];
     struct us_copy c;
     fake_cuda_copy(&c, US_API_MEMCPY, dst, 1, src, 0, sizeof src, NULL);
-    assert_true(us_pipeline_peer(&c, &result));
+    assert_true(us_pipeline_peer(&c, us_context_this(), &result));
     assert_int_equal(result, cudaErrorLaunchFailure);
 }
 

@@ -22,6 +22,13 @@
 
 #define SLOT (64u << 10)
 
+/* A device's primary context (no driver to ask in these tests: one entry
+ * per device). */
+static const struct us_ctx *ctx_of(int device)
+{
+    return us_context_primary(device);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -151,7 +158,7 @@ static void test_staging_pending_slot_waits_for_its_event(void **state)
     struct us_slot *s[4];
     assert_int_equal(us_staging_claim(1, SLOT, s), 1);
     cudaEvent_t ev;
-    assert_int_equal(us_staging_slot_event(s[0], 0, 0, &ev), cudaSuccess);
+    assert_int_equal(us_staging_slot_event(s[0], ctx_of(0), ctx_of(0), &ev), cudaSuccess);
     int pending = 0;
     us_staging_release(s, 1, &pending);
 
@@ -191,8 +198,8 @@ static void test_staging_alloc_failure_declines_and_keeps_budget(void **state)
     assert_int_equal(us_staging_pinned_bytes(), 0);
     assert_int_equal(fake_cuda_log_count("cudaHostAlloc"), 1);
     void *ring;
-    int ring_device;
-    assert_false(us_staging_ring_alloc(SLOT, &ring, &ring_device));
+    struct us_pinned_owner ring_owner;
+    assert_false(us_staging_ring_alloc(SLOT, &ring, &ring_owner));
     fake_cuda_fail(FAKE_cudaHostAlloc, 0, 0, cudaSuccess);
     assert_int_equal(us_staging_claim(2, SLOT, s), 1);
 }
@@ -202,10 +209,10 @@ static void test_staging_ring_counts_toward_the_budget(void **state)
     (void)state;
     fake_cuda_config(SLOT, 4, 6 * SLOT);
     void *ring;
-    int ring_device;
-    assert_true(us_staging_ring_alloc(4 * SLOT, &ring, &ring_device));
+    struct us_pinned_owner ring_owner;
+    assert_true(us_staging_ring_alloc(4 * SLOT, &ring, &ring_owner));
     assert_int_equal(us_staging_pinned_bytes(), 4 * SLOT);
-    assert_false(us_staging_ring_alloc(4 * SLOT, &ring, &ring_device));
+    assert_false(us_staging_ring_alloc(4 * SLOT, &ring, &ring_owner));
     fake_cuda_warm_pool(4, SLOT);
     assert_int_equal(us_staging_pinned_bytes(), 6 * SLOT); /* 2 slots fit beside the ring */
 }
@@ -216,17 +223,41 @@ static void test_staging_slot_event_made_on_its_device(void **state)
     struct us_slot *s[1];
     assert_int_equal(us_staging_claim(1, SLOT, s), 1);
     cudaEvent_t e1, e1again, e0;
-    assert_int_equal(us_staging_slot_event(s[0], 1, 0, &e1), cudaSuccess);
+    assert_int_equal(us_staging_slot_event(s[0], ctx_of(1), ctx_of(0), &e1), cudaSuccess);
     assert_int_equal(fake_cuda_event_device(e1), 1);
     assert_true(fake_cuda.event_flags & cudaEventDisableTiming);
     int dev = -1;
     assert_int_equal(us_real()->cudaGetDevice(&dev), cudaSuccess);
     assert_int_equal(dev, 0); /* the caller's device is restored */
-    assert_int_equal(us_staging_slot_event(s[0], 1, 0, &e1again), cudaSuccess);
+    assert_int_equal(us_staging_slot_event(s[0], ctx_of(1), ctx_of(0), &e1again), cudaSuccess);
     assert_ptr_equal(e1, e1again); /* made once */
-    assert_int_equal(us_staging_slot_event(s[0], 0, 0, &e0), cudaSuccess);
+    assert_int_equal(us_staging_slot_event(s[0], ctx_of(0), ctx_of(0), &e0), cudaSuccess);
     assert_int_equal(fake_cuda_event_device(e0), 0);
     assert_int_equal(fake_cuda_count(FAKE_cudaEventCreateWithFlags), 2);
+}
+
+/* A context that is gone takes its slot events along: the slots forget
+ * them (never destroyed again), are free of its work, and make a new one in
+ * the next context at that index. */
+static void test_staging_forget_context_drops_its_events(void **state)
+{
+    (void)state;
+    struct us_slot *s[1];
+    assert_int_equal(us_staging_claim(1, SLOT, s), 1);
+    struct us_ctx created = {.handle = NULL, .id = 99, .index = 9, .device = 0, .primary = true};
+    cudaEvent_t ev;
+    assert_int_equal(us_staging_slot_event(s[0], &created, &created, &ev), cudaSuccess);
+    int pending = (int)created.index;
+    us_staging_release(s, 1, &pending);
+    unsigned destroyed = fake_cuda_count(FAKE_cudaEventDestroy);
+    us_staging_forget_context(&created);
+    assert_int_equal(fake_cuda_count(FAKE_cudaEventDestroy), destroyed);
+    assert_int_equal(us_staging_claim(1, SLOT, s), 1); /* free again without a query of the dead event */
+    assert_null(s[0]->events[created.index]);
+    cudaEvent_t fresh;
+    assert_int_equal(us_staging_slot_event(s[0], &created, &created, &fresh), cudaSuccess);
+    assert_int_equal(fake_cuda_count(FAKE_cudaEventCreateWithFlags), 2);
+    us_staging_release(s, 1, NULL);
 }
 
 /* Several threads claim and release at once: a slot is never held twice. */
@@ -447,7 +478,7 @@ static void test_staging_grower_tops_up_to_what_is_available(void **state)
     int pending[US_STAGING_MAX_CLAIM];
     for (int i = 0; i < 8; i++) {
         cudaEvent_t ev;
-        assert_int_equal(us_staging_slot_event(s[i], 0, 0, &ev), cudaSuccess);
+        assert_int_equal(us_staging_slot_event(s[i], ctx_of(0), ctx_of(0), &ev), cudaSuccess);
         pending[i] = 0;
     }
     us_staging_release(s, 8, pending);
@@ -506,6 +537,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_staging_lost_slot_is_never_reused, setup, fake_cuda_teardown),
         cmocka_unit_test_setup_teardown(test_staging_alloc_failure_declines_and_keeps_budget, setup, fake_cuda_teardown),
         cmocka_unit_test_setup_teardown(test_staging_ring_counts_toward_the_budget, setup, fake_cuda_teardown),
+        cmocka_unit_test_setup_teardown(test_staging_forget_context_drops_its_events, setup, fake_cuda_teardown),
         cmocka_unit_test_setup_teardown(test_staging_slot_event_made_on_its_device, setup, fake_cuda_teardown),
         cmocka_unit_test_setup_teardown(test_staging_concurrent_claims_are_exclusive, setup, fake_cuda_teardown),
         cmocka_unit_test_setup_teardown(test_staging_inline_budget, setup, fake_cuda_teardown),

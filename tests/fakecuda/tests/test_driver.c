@@ -183,6 +183,62 @@ static void test_runtime_copies_through_driver(void **state)
     free(back);
 }
 
+/* cuCtxDestroy releases the pinned memory the context allocated and the
+ * ranges it registered; with FAKECUDA_CTX_REUSE=1 the next context gets the
+ * destroyed one's address, with another id, and none of the old handles. */
+static void test_destroy_releases_and_address_reuse(void **state)
+{
+    (void)state;
+    setenv("FAKECUDA_CTX_REUSE", "1", 1);
+    fakecuda_reload_config();
+    CU_OK(cuInit(0));
+    CUdevice dev;
+    CU_OK(cuDeviceGet(&dev, 0));
+    CUcontext first, second;
+    unsigned long long first_id, second_id, primary_id;
+    CU_OK(cuCtxCreate(&first, NULL, 0, dev));
+    CU_OK(cuCtxGetId(first, &first_id));
+    CU_OK(cuCtxGetId(NULL, &second_id)); /* the current one */
+    assert_true(second_id == first_id);
+    CUstream stream;
+    CUevent event;
+    CU_OK(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+    CU_OK(cuEventCreate(&event, CU_EVENT_DISABLE_TIMING));
+    void *pinned;
+    CUDA_OK(cudaHostAlloc(&pinned, 1 << 20, cudaHostAllocPortable));
+    static char registered[1 << 16];
+    CUDA_OK(cudaHostRegister(registered, sizeof registered, cudaHostRegisterPortable));
+    struct cudaPointerAttributes attr;
+    CUDA_OK(cudaPointerGetAttributes(&attr, pinned));
+    assert_int_equal(attr.type, cudaMemoryTypeHost);
+    fakecuda_reset_stats();
+    CU_OK(cuCtxDestroy(first));
+    struct fakecuda_stats st;
+    fakecuda_stats(&st);
+    assert_int_equal(st.pinned_released_by_ctx_destroy, 2);
+    CUDA_OK(cudaPointerGetAttributes(&attr, pinned));
+    assert_int_equal(attr.type, cudaMemoryTypeUnregistered); /* freed */
+    CUDA_OK(cudaPointerGetAttributes(&attr, registered));
+    assert_int_equal(attr.type, cudaMemoryTypeUnregistered); /* no longer pinned */
+    assert_int_equal(cuCtxGetId(first, &first_id), CUDA_ERROR_INVALID_CONTEXT);
+
+    CU_OK(cuCtxCreate(&second, NULL, 0, dev));
+    assert_ptr_equal(second, first); /* the same address */
+    CU_OK(cuCtxGetId(second, &second_id));
+    assert_true(second_id != first_id);
+    CUcontext primary;
+    CU_OK(cuDevicePrimaryCtxRetain(&primary, dev));
+    CU_OK(cuCtxGetId(primary, &primary_id));
+    assert_true(primary_id != second_id);
+    /* the old context's handles stay invalid in the new one */
+    assert_int_equal(cuStreamSynchronize(stream), CUDA_ERROR_INVALID_HANDLE);
+    assert_int_equal(cuEventRecord(event, NULL), CUDA_ERROR_INVALID_HANDLE);
+    CU_OK(cuCtxDestroy(second));
+    CU_OK(cuDevicePrimaryCtxRelease(dev));
+    unsetenv("FAKECUDA_CTX_REUSE");
+    fakecuda_reload_config();
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -190,6 +246,7 @@ int main(void)
         cmocka_unit_test(test_contexts_and_ownership),
         cmocka_unit_test(test_other_device_stream_accepted),
         cmocka_unit_test(test_runtime_copies_through_driver),
+        cmocka_unit_test(test_destroy_releases_and_address_reuse),
     };
     return US_RUN_TESTS("test_driver", tests, NULL, NULL);
 }
