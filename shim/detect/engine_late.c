@@ -32,10 +32,15 @@ struct us_engine_slot {
      * call). What sees it: when the program synchronizes the stream, an
      * event recorded at that moment gives the GPU time the stream's work
      * took since the probe began, and the host time from the call to the
-     * sync's return, less that, is the wait before it ran. Only for a probe
-     * issued on an idle stream (nothing queued before it to explain it). */
+     * sync's return, less that, is the wait before it ran. The GPU time is
+     * counted from `head`, recorded at the probe's call on a stream of the
+     * shim's own in the same context, idle by construction: it runs as soon
+     * as the context has the engine, whatever the program's stream had
+     * queued before the copy. */
     uint64_t issued_ns;
-    bool wants_sync_reading;  /* a competing context's probe on an idle stream */
+    cudaStream_t head_stream; /* the shim's, in this slot's context */
+    cudaEvent_t head;
+    bool wants_sync_reading;  /* a competing context's probe */
     bool tail_recorded;       /* `tail` is recorded at a sync of the stream */
     cudaEvent_t tail;
     uint64_t sync_late_ns;
@@ -100,14 +105,13 @@ static struct us_engine_slot *slot_take(cudaStream_t s, uint64_t ctx, bool per_t
         return NULL;
     if (spare->used && spare->ctx_id != ctx) {
         /* events of another context: left to it (it may be gone) */
-        spare->start = spare->end = NULL;
+        spare->start = spare->end = spare->tail = spare->head = NULL;
+        spare->head_stream = NULL;
     }
     spare->used = true;
     spare->stream = s;
     spare->ctx_id = ctx;
     spare->thread = pthread_self();
-    if (spare->used && spare->context != ctx)
-        spare->tail = NULL;
     spare->pending = false;
     spare->wants_sync_reading = spare->tail_recorded = false;
     spare->sync_late_ns = 0;
@@ -226,9 +230,14 @@ void us_engine_begin(const struct us_copy *c, const struct us_config *cfg, const
             sl->end = NULL;
         call->probe = sl->start != NULL && sl->end != NULL;
         sl->last_probe_ns = now;
-        CUcontext ignored;
-        call->sync_probe = call->probe && us_context_competes(c->src_mem.device, &ignored) &&
-                           real->cudaStreamQuery != NULL && real->cudaStreamQuery(call->stream) == cudaSuccess;
+        /* a created context while the device's primary one is active */
+        call->sync_probe = call->probe && !home->primary && us_context_primary(home->device) != NULL;
+        if (call->sync_probe && sl->head_stream == NULL &&
+            real->cudaStreamCreateWithFlags(&sl->head_stream, cudaStreamNonBlocking) != cudaSuccess)
+            sl->head_stream = NULL;
+        if (call->sync_probe && sl->head == NULL && real->cudaEventCreateWithFlags(&sl->head, cudaEventDefault) != cudaSuccess)
+            sl->head = NULL;
+        call->sync_probe = call->sync_probe && sl->head_stream != NULL && sl->head != NULL;
     }
     unrelax(real, relaxed, &saved);
     /* a timed copy goes native even while late: that is how the verdict
@@ -245,6 +254,7 @@ cudaError_t us_engine_native(const struct us_copy *c, struct us_engine_call *cal
     enum cudaStreamCaptureMode saved;
     bool relaxed = relax(real, &saved);
     uint64_t issued_ns = us_now_ns();
+    bool headed = call->sync_probe && real->cudaEventRecord(sl->head, sl->head_stream) == cudaSuccess;
     bool started = real->cudaEventRecord(sl->start, call->stream) == cudaSuccess;
     unrelax(real, relaxed, &saved);
     cudaError_t err = us_copy_native(c);
@@ -253,7 +263,7 @@ cudaError_t us_engine_native(const struct us_copy *c, struct us_engine_call *cal
         if (real->cudaEventRecord(sl->end, call->stream) == cudaSuccess) {
             sl->pending = true;
             sl->pending_bytes = c->bytes;
-            if (call->sync_probe) {
+            if (headed) {
                 sl->issued_ns = issued_ns;
                 sl->wants_sync_reading = true;
                 sl->tail_recorded = false;
@@ -302,7 +312,8 @@ void us_engine_reset(void)
         struct us_engine_slot *sl = &slots[i];
         sl->used = sl->pending = sl->late = false;
         sl->wants_sync_reading = sl->tail_recorded = false;
-        sl->tail = NULL;
+        sl->tail = sl->head = NULL;
+        sl->head_stream = NULL;
         sl->sync_late_ns = 0;
         sl->start = sl->end = NULL;
         sl->stage = (struct us_engine_stage){0};
@@ -314,7 +325,7 @@ void us_engine_reset(void)
 
 /* The slot of (stream, context[, thread]) if it has one, locked; never takes
  * one over. NULL when none or busy. */
-static struct us_engine_slot *slot_find(cudaStream_t s, CUcontext ctx, bool per_thread)
+static struct us_engine_slot *slot_find(cudaStream_t s, uint64_t ctx, bool per_thread)
 {
     pthread_once(&slots_once, slots_init);
     size_t h = key_hash(s, ctx, per_thread);
@@ -338,8 +349,11 @@ void us_engine_sync_begin(cudaStream_t stream, bool per_thread_api, struct us_en
         stream = per_thread_api ? cudaStreamPerThread : cudaStreamLegacy;
     sync->stream = stream;
     sync->per_thread = stream == cudaStreamPerThread;
-    sync->context = us_context_current();
-    struct us_engine_slot *sl = slot_find(stream, sync->context, sync->per_thread);
+    const struct us_ctx *home = us_context_this();
+    if (home == NULL)
+        return;
+    sync->ctx_id = home->id;
+    struct us_engine_slot *sl = slot_find(stream, sync->ctx_id, sync->per_thread);
     if (sl == NULL)
         return;
     if (sl->pending && sl->wants_sync_reading && !sl->tail_recorded) {
@@ -360,7 +374,7 @@ void us_engine_sync_end(const struct us_engine_sync *sync, bool synchronized)
     if (!sync->armed)
         return;
     uint64_t done_ns = us_now_ns();
-    struct us_engine_slot *sl = slot_find(sync->stream, sync->context, sync->per_thread);
+    struct us_engine_slot *sl = slot_find(sync->stream, sync->ctx_id, sync->per_thread);
     if (sl == NULL)
         return;
     const struct us_real_api *real = us_real();
@@ -368,7 +382,7 @@ void us_engine_sync_end(const struct us_engine_sync *sync, bool synchronized)
     if (synchronized && sl->pending && sl->tail_recorded && real->cudaEventElapsedTime != NULL) {
         enum cudaStreamCaptureMode saved;
         bool relaxed = relax(real, &saved);
-        if (real->cudaEventElapsedTime(&gpu_ms, sl->start, sl->tail) == cudaSuccess)
+        if (real->cudaEventElapsedTime(&gpu_ms, sl->head, sl->tail) == cudaSuccess)
             sl->sync_late_ns = us_engine_sync_delay_ns(sl->issued_ns, done_ns, gpu_ms);
         unrelax(real, relaxed, &saved);
     }

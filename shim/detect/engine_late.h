@@ -92,7 +92,7 @@ struct us_engine_sync {
     bool armed;
     bool per_thread;
     cudaStream_t stream;
-    CUcontext context;
+    uint64_t ctx_id; /* us_context_this()->id */
 };
 void us_engine_sync_begin(cudaStream_t stream, bool per_thread_api, struct us_engine_sync *sync);
 void us_engine_sync_end(const struct us_engine_sync *sync, bool synchronized);

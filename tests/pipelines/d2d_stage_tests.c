@@ -192,8 +192,12 @@ static void created_context(bool expect_staged, int *bad)
     check(bad[0] == 0 && bad[1] == 0, "stage.created.data_and_order", why);
     snprintf(why, sizeof why, "%lu pinned copies, %lu same-device copies, %lu time-slice waits", busy.copies_pinned,
              busy.copies_d2d, busy.timeslice_waits);
+    /* staged: the copies leave the compute engine (the timed ones and the
+     * first rounds stay native); the slices are not counted, since this
+     * program's own event records wait for one each round as well (a context
+     * off the engine waits as a whole, measured on an H200) */
     if (expect_staged)
-        check_timing(busy.copies_pinned >= 2 * (ROUNDS / 2) && busy.timeslice_waits <= 3, "stage.created.staged",
+        check_timing(busy.copies_pinned >= 2 * (ROUNDS / 2) && busy.copies_d2d <= ROUNDS / 2, "stage.created.staged",
                      why);
     else /* a copy within a slice that an earlier one won runs at once: not every round waits */
         check_timing(busy.copies_pinned == 0 && busy.timeslice_waits >= 2, "stage.created.native", why);
