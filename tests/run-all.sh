@@ -24,12 +24,14 @@ tally() { # name, exit code
     [ "$rc" -ne 0 ] && [ "$f" -eq 0 ] && f=1
     passed=$((passed + p))
     failed=$((failed + f))
-    [ "$rc" -eq 0 ] && echo "ok    $name ($p)" || { echo "FAIL  $name"; cat "$log"; }
+    took="$(($(date +%s) - started)) s"
+    [ "$rc" -eq 0 ] && echo "ok    $name ($p, $took)" || { echo "FAIL  $name ($took)"; cat "$log"; }
 }
 
 suite() { # name, command...
     name=$1; shift
     case " ${SKIP_SUITES:-} " in *" $name "*) echo "skip  $name"; return ;; esac
+    started=$(date +%s)
     "$@" >"$log" 2>&1
     tally "$name" $?
 }
