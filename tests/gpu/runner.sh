@@ -55,7 +55,7 @@ for mode in $modes; do
     # case D: one burst, and the repeated bursts busy and idle in the primary
     # and a cuCtxCreate context (issue 13)
     run "$mode" case_d "$bin/case_d_busy_d2d"
-    # the case D remedy (fix_busy_d2d, off by default), under the shim only
+    # the case D remedy (fix_busy_d2d, on by default; set all the same), under the shim only
     [ "$mode" = native ] || run "$mode" case_d_fixed UNSTALL_FIX_BUSY_D2D=1 "$bin/case_d_busy_d2d" \
         bursts_primary_idle bursts_primary_busy bursts_created_idle bursts_created_busy
     run "$mode" case_e "$bin/case_e_legacy"

@@ -82,7 +82,7 @@ for mode in $modes; do
     # first waits for the kernel's end, in a created one each waits a 20 ms slice
     run "$mode" case_d_bursts FAKECUDA_TIMESLICE_US=20000 SCN_D_KERNEL_MS=450 "$bin/case_d_busy_d2d" \
         bursts_primary_idle bursts_primary_busy bursts_created_idle bursts_created_busy
-    # the remedy (fix_busy_d2d, off by default): the created context's bursts
+    # the remedy (fix_busy_d2d, on by default; set here all the same): the created context's bursts
     # staged; the primary context's first burst waits for the kernel anyway
     # (reported, not fixable), each in a process of its own for its report
     if [ "$mode" = shim ]; then
