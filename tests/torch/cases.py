@@ -46,6 +46,8 @@ import tempfile
 import threading
 import time
 
+T_START = time.perf_counter()  # the process's start, near enough: for the time to a first step
+
 # cuBLAS is deterministic on one stream only with a fixed workspace
 os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 
@@ -566,22 +568,46 @@ def case_cnn(args):
     step = 0
     t0 = None
     losses = []
+    # --profile: the measured steps' time by part (the loader's next batch,
+    # the two H2D calls, the model's work as issued, loss.item()'s wait)
+    parts = {"next": 0.0, "to": 0.0, "issue": 0.0, "item": 0.0}
+    clock = time.perf_counter
     while step < steps + warmup:
-        for xb, yb in loader:
+        it = iter(loader)
+        while True:
+            ta = clock()
+            try:
+                xb, yb = next(it)
+            except StopIteration:
+                break
             if step == warmup:
-                t0 = time.perf_counter()
+                t0 = clock()
             if step == steps + warmup:
                 break
+            tb = clock()
             xd = xb.to(DEV, non_blocking=True)
             yd = yb.to(DEV, non_blocking=True)
+            tc = clock()
             loss = one_hot_loss(model(xd), eye[yd])
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
+            td = clock()
             losses.append(loss.item())
+            te = clock()
+            if step == 0:
+                figure("cnn_first_step_s", te - T_START, "s")
+            if step >= warmup:
+                for k, v in (("next", tb - ta), ("to", tc - tb), ("issue", td - tc), ("item", te - td)):
+                    parts[k] += v
             step += 1
-    elapsed = time.perf_counter() - t0
+        if step == steps + warmup:
+            break
+    elapsed = clock() - t0
     figure("cnn_steps_per_s", steps / elapsed, "steps/s")
+    if args.profile:
+        for k, v in parts.items():
+            figure(f"cnn_ms_{k}", 1e3 * v / steps, "ms/step")
     check("cnn_loss_finite", all(v == v for v in losses))
     say("DIGEST", "cnn_losses", hashlib.sha256(repr(losses).encode()).hexdigest()[:32])
     say("DIGEST", "cnn_weights", weights_digest(model))
@@ -680,6 +706,8 @@ def main():
     ap.add_argument("--pin", type=int, default=0, help="cnn: pin_memory")
     ap.add_argument("--steps", type=int, default=0, help="train, cnn, ddp: steps measured")
     ap.add_argument("--seconds", type=float, default=0.0, help="seed002: how long the threads run")
+    ap.add_argument("--profile", type=int, default=0,
+                    help="cnn: also where each measured step's time goes (mean ms of each part)")
     args = ap.parse_args()
     if ON_GPU and not torch.cuda.is_available():
         print("# torch sees no GPU")
