@@ -60,8 +60,13 @@ CUresult us_drv_wrap_cuGetProcAddress_v2(const char *symbol, void **pfn, int ver
 int us_drv_context_device(CUcontext ctx);
 
 /* symbols.c: the real function of a wrapped name, from the libcuda the
- * layer identified (NULL before that: no wrapper is handed out before). */
+ * layer identified; before that, libcuda is identified from the next
+ * definition of that name after the shim (a direct call, exports.c). NULL:
+ * no libcuda. */
 void *us_drv_real(enum us_drv_fn fn);
+
+/* symbols.c: the layer is on (driver_layer, not disabled). */
+bool us_drv_layer_on(void);
 
 /* symbols.c: p, or the wrapper of the libcuda function p is (identified by
  * its exported name) when the layer is on. Any other pointer, and anything

@@ -38,9 +38,16 @@ static char libcuda_path[4096];
 static atomic_bool identified;
 static pthread_mutex_t identify_lock = PTHREAD_MUTEX_INITIALIZER;
 
+static bool identify(const void *p);
+
 void *us_drv_real(enum us_drv_fn fn)
 {
-    if (!atomic_load_explicit(&identified, memory_order_acquire) || fn < 0 || fn >= US_DRV_FN_COUNT)
+    if (fn < 0 || fn >= US_DRV_FN_COUNT)
+        return NULL;
+    /* a direct call (exports.c) may come first: the next definition of its
+     * name after the shim is libcuda's */
+    if (!atomic_load_explicit(&identified, memory_order_acquire) &&
+        !identify(us_drv_real_dlsym(RTLD_NEXT, wrapped[fn].name)))
         return NULL;
     return real_fns[fn];
 }
@@ -74,6 +81,8 @@ static bool identify(const void *p)
 {
     if (atomic_load_explicit(&identified, memory_order_acquire))
         return true;
+    if (p == NULL)
+        return false;
     struct link_map *map = libcuda_of(p);
     if (map == NULL)
         return false;
@@ -96,7 +105,7 @@ static bool identify(const void *p)
 
 /* The layer hands out wrappers only when it is on; a wrapper handed out
  * stays valid (it passes through once the shim steps aside). */
-static bool layer_on(void)
+bool us_drv_layer_on(void)
 {
     const struct us_config *cfg = us_config();
     return cfg->driver_layer && !cfg->disable;
@@ -104,7 +113,7 @@ static bool layer_on(void)
 
 void *us_drv_substitute(void *p)
 {
-    if (p == NULL || !layer_on() || !identify(p))
+    if (p == NULL || !us_drv_layer_on() || !identify(p))
         return p;
     for (int i = 0; i < US_DRV_FN_COUNT; i++)
         if (real_fns[i] == p)

@@ -238,8 +238,8 @@ static int rule_totals(const struct us_report *r, struct rule_total t[US_RULE_CO
 
 const char us_report_driver_layer_reach[] =
     "the driver layer saw the copies the program made through libcuda (functions taken with dlsym, "
-    "cuGetProcAddress or cudaGetDriverEntryPoint); out of its reach: functions a program takes with dlvsym, "
-    "calls linked directly against libcuda (-lcuda), and a libcuda loaded in another linker namespace (dlmopen)";
+    "cuGetProcAddress or cudaGetDriverEntryPoint, or called directly by a program linked with -lcuda); out of "
+    "its reach: functions a program takes with dlvsym, and a libcuda loaded in another linker namespace (dlmopen)";
 
 /* --- text ------------------------------------------------------------------------------- */
 

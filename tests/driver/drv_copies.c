@@ -9,6 +9,10 @@
  *                  looked up through itself (version 13000: _v2), each copy
  *                  function taken twice, with the legacy-stream flag and with
  *                  the per-thread flag, as the static runtime does
+ *          linked: built with -DDRV_LINKED and linked against libcuda
+ *                  (-lcuda), calling the exported functions directly by their
+ *                  symbols (_v2, and _ptds/_ptsz for the per-thread ones), as
+ *                  NVIDIA's driver-API samples do
  *   WHERE  primary: the device's primary context (retained, made current);
  *          created: a context of its own (cuCtxCreate)
  *   strict expect the first pageable copy refused (CUDA_ERROR_NOT_PERMITTED,
@@ -94,8 +98,82 @@ static void take(const char *name, cuuint64_t flags, void *slot)
     take_version(name, 13000, flags, slot);
 }
 
+#ifdef DRV_LINKED
+/* the exported symbols themselves, each under a name of its own (cuda.h maps
+ * some names by macro to other versions) */
+#define LINKED(ret, local, params, symbol) extern ret local params __asm__(symbol);
+LINKED(CUresult, lk_init, (unsigned), "cuInit")
+LINKED(CUresult, lk_device_get, (CUdevice *, int), "cuDeviceGet")
+LINKED(CUresult, lk_device_count, (int *), "cuDeviceGetCount")
+LINKED(CUresult, lk_primary_retain, (CUcontext *, CUdevice), "cuDevicePrimaryCtxRetain")
+LINKED(CUresult, lk_ctx_create, (CUcontext *, unsigned, CUdevice), "cuCtxCreate_v2")
+LINKED(CUresult, lk_ctx_destroy, (CUcontext), "cuCtxDestroy_v2")
+LINKED(CUresult, lk_ctx_set, (CUcontext), "cuCtxSetCurrent")
+LINKED(CUresult, lk_ctx_get, (CUcontext *), "cuCtxGetCurrent")
+LINKED(CUresult, lk_enable_peer, (CUcontext, unsigned), "cuCtxEnablePeerAccess")
+LINKED(CUresult, lk_ctx_sync, (CUcontext), "cuCtxSynchronize_v2")
+LINKED(CUresult, lk_mem_alloc, (CUdeviceptr *, size_t), "cuMemAlloc_v2")
+LINKED(CUresult, lk_mem_free, (CUdeviceptr), "cuMemFree_v2")
+LINKED(CUresult, lk_stream_create, (CUstream *, unsigned), "cuStreamCreate")
+LINKED(CUresult, lk_stream_destroy, (CUstream), "cuStreamDestroy_v2")
+LINKED(CUresult, lk_stream_sync, (CUstream), "cuStreamSynchronize")
+LINKED(CUresult, lk_stream_sync_ptsz, (CUstream), "cuStreamSynchronize_ptsz")
+LINKED(CUresult, lk_htod, (CUdeviceptr, const void *, size_t), "cuMemcpyHtoD_v2")
+LINKED(CUresult, lk_htod_ptds, (CUdeviceptr, const void *, size_t), "cuMemcpyHtoD_v2_ptds")
+LINKED(CUresult, lk_dtoh, (void *, CUdeviceptr, size_t), "cuMemcpyDtoH_v2")
+LINKED(CUresult, lk_dtoh_ptds, (void *, CUdeviceptr, size_t), "cuMemcpyDtoH_v2_ptds")
+LINKED(CUresult, lk_htod_async, (CUdeviceptr, const void *, size_t, CUstream), "cuMemcpyHtoDAsync_v2")
+LINKED(CUresult, lk_htod_async_ptsz, (CUdeviceptr, const void *, size_t, CUstream), "cuMemcpyHtoDAsync_v2_ptsz")
+LINKED(CUresult, lk_dtoh_async, (void *, CUdeviceptr, size_t, CUstream), "cuMemcpyDtoHAsync_v2")
+LINKED(CUresult, lk_dtoh_async_ptsz, (void *, CUdeviceptr, size_t, CUstream), "cuMemcpyDtoHAsync_v2_ptsz")
+LINKED(CUresult, lk_copy_async, (CUdeviceptr, CUdeviceptr, size_t, CUstream), "cuMemcpyAsync")
+LINKED(CUresult, lk_copy_async_ptsz, (CUdeviceptr, CUdeviceptr, size_t, CUstream), "cuMemcpyAsync_ptsz")
+LINKED(CUresult, lk_peer, (CUdeviceptr, CUcontext, CUdeviceptr, CUcontext, size_t), "cuMemcpyPeer")
+LINKED(CUresult, lk_peer_async, (CUdeviceptr, CUcontext, CUdeviceptr, CUcontext, size_t, CUstream),
+       "cuMemcpyPeerAsync")
+#undef LINKED
+
+static void resolve_linked(void)
+{
+    cu.init = lk_init;
+    cu.device_get = lk_device_get;
+    cu.device_count = lk_device_count;
+    cu.primary_retain = lk_primary_retain;
+    cu.ctx_create = lk_ctx_create;
+    cu.ctx_destroy = lk_ctx_destroy;
+    cu.ctx_set = lk_ctx_set;
+    cu.ctx_get = lk_ctx_get;
+    cu.enable_peer = lk_enable_peer;
+    cu.ctx_sync = lk_ctx_sync;
+    cu.mem_alloc = lk_mem_alloc;
+    cu.mem_free = lk_mem_free;
+    cu.stream_create = lk_stream_create;
+    cu.stream_destroy = lk_stream_destroy;
+    cu.stream_sync[0] = lk_stream_sync;
+    cu.stream_sync[1] = lk_stream_sync_ptsz;
+    cu.htod[0] = lk_htod;
+    cu.htod[1] = lk_htod_ptds;
+    cu.dtoh[0] = lk_dtoh;
+    cu.dtoh[1] = lk_dtoh_ptds;
+    cu.htod_async[0] = lk_htod_async;
+    cu.htod_async[1] = lk_htod_async_ptsz;
+    cu.dtoh_async[0] = lk_dtoh_async;
+    cu.dtoh_async[1] = lk_dtoh_async_ptsz;
+    cu.copy_async[0] = lk_copy_async;
+    cu.copy_async[1] = lk_copy_async_ptsz;
+    cu.peer = lk_peer;
+    cu.peer_async = lk_peer_async;
+}
+#endif
+
 static void resolve(const char *style)
 {
+#ifdef DRV_LINKED
+    if (strcmp(style, "linked") == 0) {
+        resolve_linked();
+        return;
+    }
+#endif
     void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
     if (lib == NULL) {
         fprintf(stderr, "dlopen libcuda.so.1: %s\n", dlerror());

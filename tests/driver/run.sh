@@ -8,6 +8,8 @@
 #                      is): it reaches libcuda only through dlopen +
 #                      cuGetProcAddress
 #   drv_copies         driver API only: dlopen libcuda.so.1, cuGetProcAddress
+#   drv_copies_linked  the same program linked against libcuda (-lcuda), calling
+#                      the driver's exported functions directly
 #                      ("driver": the 4-argument form, flags 0) or the static
 #                      runtime's sequence ("static": cuGetProcAddress_v2, then
 #                      through itself, each copy function with the legacy and
@@ -49,6 +51,8 @@ if [ "$target" = gpu ]; then
         ${CC:-gcc} $cc_flags -o "$work/ctx_copies_static" "$here/ctx_copies.c" -L"$cuda/lib64" -L"$cuda/lib64/stubs" \
             -lcudart_static -lcuda -ldl -lrt -pthread &&
         ${CC:-gcc} $cc_flags -o "$work/drv_copies" "$here/drv_copies.c" -ldl &&
+        ${CC:-gcc} $cc_flags -DDRV_LINKED -o "$work/drv_copies_linked" "$here/drv_copies.c" -L"$cuda/lib64/stubs" \
+            -ldl -lcuda &&
         ${CC:-gcc} $cc_flags -o "$work/ctx_switch" "$here/ctx_switch.c" -L"$cuda/lib64" -L"$cuda/lib64/stubs" \
             -lcudart -lcuda -Wl,-rpath,"$cuda/lib64" &&
         # as a user builds it: plain nvcc, whose default is the static runtime
@@ -59,6 +63,8 @@ else
         ${CC:-gcc} $cc_flags -o "$work/ctx_copies_static" "$here/ctx_copies.c" "$fake/libcudart_static.a" -L"$fake" \
             -l:libcuda.so.1 -ldl -pthread -Wl,-rpath,"$fake" &&
         ${CC:-gcc} $cc_flags -o "$work/drv_copies" "$here/drv_copies.c" -ldl -Wl,-rpath,"$fake" &&
+        ${CC:-gcc} $cc_flags -DDRV_LINKED -o "$work/drv_copies_linked" "$here/drv_copies.c" -ldl -L"$fake" \
+            -l:libcuda.so.1 -Wl,-rpath,"$fake" &&
         ${CC:-gcc} $cc_flags -o "$work/ctx_switch" "$here/ctx_switch.c" -L"$fake" -lcudart -l:libcuda.so.1 -Wl,-rpath,"$fake"
     export FAKECUDA_DEVICES=2
     devices=2
@@ -113,8 +119,9 @@ for where in primary created; do
                 --require "pageable_h2d:cuMemcpyHtoDAsync_v2:$how" ${peer:+--require "staged_peer:cuMemcpyPeerAsync:$how"}
     done
 
-    for style in driver static; do
+    for style in driver static linked; do
         prog="$work/drv_copies $style $where"
+        [ "$style" = linked ] && prog="$work/drv_copies_linked $style $where"
         name=drv_copies-$style-native-$where
         run "$name" ok $prog && pass "$name"
         name=drv_copies-$style-shim-$where
@@ -129,7 +136,7 @@ for where in primary created; do
             # peer access enabled through the driver (a static runtime's
             # cudaDeviceEnablePeerAccess): the peer copies go direct, untouched
             name=drv_copies-$style-peer-enabled
-            run "$name" ok LD_PRELOAD="$preload" UNSTALL_REPORT="$work/$name.json" "$work/drv_copies" "$style" primary peer &&
+            run "$name" ok LD_PRELOAD="$preload" UNSTALL_REPORT="$work/$name.json" ${prog% *} primary peer &&
                 check "$name" --forbid staged_peer --require "pageable_d2h:cuMemcpyDtoH_v2:fixed" --driver-layer yes
         fi
         name=drv_copies-$style-strict-$where
