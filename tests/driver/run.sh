@@ -56,7 +56,8 @@ if [ "$target" = gpu ]; then
         ${CC:-gcc} $cc_flags -o "$work/ctx_switch" "$here/ctx_switch.c" -L"$cuda/lib64" -L"$cuda/lib64/stubs" \
             -lcudart -lcuda -Wl,-rpath,"$cuda/lib64" &&
         # as a user builds it: plain nvcc, whose default is the static runtime
-        ${NVCC:-$cuda/bin/nvcc} -O1 -o "$work/ctx_copies_nvcc" "$here/ctx_copies.c" -L"$cuda/lib64/stubs" -lcuda
+        ${NVCC:-$cuda/bin/nvcc} -O1 -o "$work/ctx_copies_nvcc" "$here/ctx_copies.c" -L"$cuda/lib64/stubs" -lcuda ||
+        built=no
     devices=$(nvidia-smi -L 2>/dev/null | wc -l)
 else
     ${CC:-gcc} $cc_flags -o "$work/ctx_copies" "$here/ctx_copies.c" -L"$fake" -lcudart -l:libcuda.so.1 -Wl,-rpath,"$fake" &&
@@ -65,10 +66,12 @@ else
         ${CC:-gcc} $cc_flags -o "$work/drv_copies" "$here/drv_copies.c" -ldl -Wl,-rpath,"$fake" &&
         ${CC:-gcc} $cc_flags -DDRV_LINKED -o "$work/drv_copies_linked" "$here/drv_copies.c" -ldl -L"$fake" \
             -l:libcuda.so.1 -Wl,-rpath,"$fake" &&
-        ${CC:-gcc} $cc_flags -o "$work/ctx_switch" "$here/ctx_switch.c" -L"$fake" -lcudart -l:libcuda.so.1 -Wl,-rpath,"$fake"
+        ${CC:-gcc} $cc_flags -o "$work/ctx_switch" "$here/ctx_switch.c" -L"$fake" -lcudart -l:libcuda.so.1 -Wl,-rpath,"$fake" ||
+        built=no
     export FAKECUDA_DEVICES=2
     devices=2
-fi || { echo "FAIL build"; echo "driver: 0 passed, 1 failed"; exit 1; }
+fi
+[ "${built:-yes}" = yes ] || { echo "FAIL build"; echo "driver: 0 passed, 1 failed"; exit 1; }
 # drv_copies links nothing of CUDA: its dlopen("libcuda.so.1") finds the simulated driver here
 [ "$target" = gpu ] || export LD_LIBRARY_PATH="$fake${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 
