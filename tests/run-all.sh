@@ -1,8 +1,10 @@
 #!/bin/sh
 # Runs every test suite that needs no GPU and prints one closing line
 # "check: N passed, M failed" (test cases, summed over the suites).
-# Environment: SKIP_SUITES  names of suites not to run; CHECK_SANITIZE=0
-# leaves out the sanitizer passes (tests/sanitize.sh, make sanitize).
+# Environment: SKIP_SUITES  names of suites not to run; ONLY_SUITES  when
+# set, only the suites matching its shell patterns run; CHECK_SANITIZE=0
+# leaves out the sanitizer passes (tests/sanitize.sh: the quick ones here,
+# every suite with make sanitize).
 # Usage: tests/run-all.sh BUILD_DIR
 build=${1:-build}
 passed=0
@@ -28,9 +30,20 @@ tally() { # name, exit code
     [ "$rc" -eq 0 ] && echo "ok    $name ($p, $took)" || { echo "FAIL  $name ($took)"; cat "$log"; }
 }
 
+# ONLY_SUITES: when set, the suites run (shell patterns: "test_* stress")
+only() { # name
+    [ -z "${ONLY_SUITES:-}" ] && return 0
+    for pattern in $ONLY_SUITES; do
+        # shellcheck disable=SC2254 # the pattern is meant to match
+        case $1 in $pattern) return 0 ;; esac
+    done
+    return 1
+}
+
 suite() { # name, command...
     name=$1; shift
     case " ${SKIP_SUITES:-} " in *" $name "*) echo "skip  $name"; return ;; esac
+    only "$name" || { echo "skip  $name"; return; }
     started=$(date +%s)
     "$@" >"$log" 2>&1
     tally "$name" $?
@@ -64,7 +77,7 @@ fi
 [ -f tests/faults/run.py ] && suite faults python3 tests/faults/run.py "$build"
 [ -x tests/fuzz/run.sh ] && suite fuzz sh tests/fuzz/run.sh "$build"
 # the suites again under ASan+UBSan and TSan (not from inside that run)
-[ -z "${TEST_SANITIZER:-}" ] && [ "${CHECK_SANITIZE:-1}" != 0 ] && suite sanitize sh tests/sanitize.sh
+[ -z "${TEST_SANITIZER:-}" ] && [ "${CHECK_SANITIZE:-1}" != 0 ] && suite sanitize env SAN_SCOPE=quick sh tests/sanitize.sh
 
 echo "check: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -10,6 +10,12 @@
 # report).
 #
 # Usage: tests/sanitize.sh [asan] [tsan]   (default both)
+# Environment: SAN_SCOPE  full (default: every suite below, make sanitize) or
+#   quick (make check, within its minutes): under ASan the unit, simulated
+#   runtime, pipeline, stress, fault, driver and library suites (the code
+#   paths that allocate, free and hand memory between threads); under TSan
+#   the unit suites and the random-copy stress (every pipeline, lane and
+#   host-copy thread at once, racing)
 # Environment: SAN_SCENARIO_MODES  the scenario modes run under a sanitizer
 #   (default "native shim" under ASan, "shim" under TSan: the pass-through
 #   modes fix0 and disabled run the same code paths as native plus the shim's
@@ -65,6 +71,14 @@ for san in $sanitizers; do
         SCN_MODES=${SAN_SCENARIO_MODES:-shim}
     fi
     export SKIP_SUITES
+    ONLY_SUITES=
+    if [ "${SAN_SCOPE:-full}" = quick ]; then
+        case $san in
+            asan) ONLY_SUITES="test_* pipelines stress faults driver shim" ;;
+            tsan) ONLY_SUITES="test_* stress" ;;
+        esac
+    fi
+    export ONLY_SUITES
     out=$(sh tests/run-all.sh "$build")
     rc=$?
     echo "$out" | grep -v '^check: '
