@@ -348,6 +348,22 @@ void us_callsite_symbolize(const void *pc, struct us_frame *out)
     pthread_mutex_unlock(&sym_lock);
 }
 
+/* The system's own libraries (libc, libstdc++, libpthread...): their lines
+ * would take libdw to their separate debug files (/usr/lib/debug, often
+ * compressed: 65 ms at exit for a libc frame on a Debian machine), and a
+ * user fixes nothing there; their frames keep function+offset. */
+static bool in_system_library(const void *pc)
+{
+    static const char *const dirs[] = {"/lib/", "/lib64/", "/usr/lib/", "/usr/lib64/"};
+    Dl_info info;
+    if (dladdr(pc, &info) == 0 || info.dli_fname == NULL)
+        return false;
+    for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++)
+        if (strncmp(info.dli_fname, dirs[i], strlen(dirs[i])) == 0)
+            return true;
+    return false;
+}
+
 void us_callsite_symbolize_source(const void *pc, struct us_frame *out)
 {
     us_callsite_symbolize(pc, out);
@@ -356,7 +372,7 @@ void us_callsite_symbolize_source(const void *pc, struct us_frame *out)
     out->source_looked = true;
     struct us_srcline src;
     /* pc is a return address: the call is just before it */
-    if (pc != NULL && out->module[0] != '\0' && us_srcline_lookup((uintptr_t)pc - 1, &src)) {
+    if (pc != NULL && out->module[0] != '\0' && !in_system_library(pc) && us_srcline_lookup((uintptr_t)pc - 1, &src)) {
         if (src.line > 0) {
             snprintf(out->file, sizeof out->file, "%s", src.file);
             out->line = src.line;
