@@ -14,6 +14,8 @@
 #include <pthread.h>
 
 #include "device_state.h"
+#include "classify.h"
+#include "engine_late.h"
 #include "log.h"
 #include "state.h"
 #include "watch.h"
@@ -119,4 +121,43 @@ CUresult us_drv_wrap_cuCtxSynchronize_v2(CUcontext ctx)
     CUresult (*real)(CUcontext);
     *(void **)&real = us_drv_real(US_DRV_FN_cuCtxSynchronize_v2);
     return watched_sync("cuCtxSynchronize_v2", NULL, real, ctx);
+}
+
+/* cuStreamSynchronize[_ptsz]: the explicit wait cudaStreamSynchronize is in
+ * a static runtime or a driver-API program, and where busy_engine_d2d reads
+ * a probe of a competing context (engine_late.h). The dynamic runtime's own
+ * call arrives marked (its cudaStreamSynchronize is the shim's) or from
+ * inside it, and passes through. */
+static CUresult watched_stream_sync(const char *api, CUresult (*real)(CUstream), CUstream stream, bool per_thread,
+                                    const void *caller)
+{
+    if (real == NULL)
+        return CUDA_ERROR_NOT_FOUND;
+    if (us_passthrough() || !us_drv_runtime_ready() || us_drv_inside_runtime(caller))
+        return real(stream);
+    us_state_note_call();
+    us_state_note_driver_layer();
+    struct us_watch w;
+    if (!us_watch_begin(&w, US_RULE_explicit_sync, api))
+        return (CUresult)US_ERR_FORBIDDEN;
+    struct us_engine_sync engine;
+    us_engine_sync_begin((cudaStream_t)stream, per_thread, &engine);
+    CUresult rc = real(stream);
+    us_engine_sync_end(&engine, rc == CUDA_SUCCESS);
+    us_watch_end(&w, (cudaStream_t)stream, us_stream_kind_of((cudaStream_t)stream, per_thread), -1, 0);
+    return rc;
+}
+
+CUresult us_drv_wrap_cuStreamSynchronize(CUstream stream)
+{
+    CUresult (*real)(CUstream);
+    *(void **)&real = us_drv_real(US_DRV_FN_cuStreamSynchronize);
+    return watched_stream_sync("cuStreamSynchronize", real, stream, false, __builtin_return_address(0));
+}
+
+CUresult us_drv_wrap_cuStreamSynchronize_ptsz(CUstream stream)
+{
+    CUresult (*real)(CUstream);
+    *(void **)&real = us_drv_real(US_DRV_FN_cuStreamSynchronize_ptsz);
+    return watched_stream_sync("cuStreamSynchronize_ptsz", real, stream, true, __builtin_return_address(0));
 }

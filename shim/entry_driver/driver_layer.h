@@ -25,12 +25,14 @@
 #define US_DRIVER_EXPORT __attribute__((visibility("default")))
 
 /* The libcuda functions the layer wraps besides the copies (copy.h's
- * US_DRIVER_COPY_APIS): detection of the explicit device-wide wait, peer
+ * US_DRIVER_COPY_APIS): detection of the explicit device-wide and stream
+ * waits (and busy_engine_d2d's reading at a stream's), peer
  * access, the end of a context (what the shim made there is forgotten), and
  * the resolvers, so that what they hand out is identified too. */
 #define US_DRIVER_OTHER_FNS(X)                                                                 \
     X(cuCtxSynchronize) X(cuCtxSynchronize_v2) X(cuCtxEnablePeerAccess) X(cuCtxDisablePeerAccess) \
-    X(cuCtxDestroy) X(cuCtxDestroy_v2) X(cuGetProcAddress) X(cuGetProcAddress_v2)
+    X(cuCtxDestroy) X(cuCtxDestroy_v2) X(cuGetProcAddress) X(cuGetProcAddress_v2)                \
+    X(cuStreamSynchronize) X(cuStreamSynchronize_ptsz)
 
 enum us_drv_fn {
 #define US_DRV_FN_COPY(id, fn, sync, per_thread, shape) US_DRV_FN_##fn,
@@ -49,6 +51,8 @@ CUresult us_drv_wrap_cuCtxSynchronize(void);
 CUresult us_drv_wrap_cuCtxSynchronize_v2(CUcontext ctx);
 CUresult us_drv_wrap_cuCtxEnablePeerAccess(CUcontext peer, unsigned int flags);
 CUresult us_drv_wrap_cuCtxDisablePeerAccess(CUcontext peer);
+CUresult us_drv_wrap_cuStreamSynchronize(CUstream stream);
+CUresult us_drv_wrap_cuStreamSynchronize_ptsz(CUstream stream);
 CUresult us_drv_wrap_cuCtxDestroy(CUcontext ctx);
 CUresult us_drv_wrap_cuCtxDestroy_v2(CUcontext ctx);
 CUresult us_drv_wrap_cuGetProcAddress(const char *symbol, void **pfn, int version, cuuint64_t flags);

@@ -27,6 +27,7 @@
 #undef cuCtxDestroy
 #undef cuCtxSynchronize
 #undef cuGetProcAddress
+#undef cuStreamSynchronize
 
 /* the parameters of copy.h's shapes, by name */
 #define EXPORT_ARGS_HTOD dst, src, bytes
@@ -69,6 +70,8 @@ EXPORT_OTHER(cuCtxSynchronize, (void), ())
 EXPORT_OTHER(cuCtxSynchronize_v2, (CUcontext ctx), (ctx))
 EXPORT_OTHER(cuCtxEnablePeerAccess, (CUcontext peer, unsigned int flags), (peer, flags))
 EXPORT_OTHER(cuCtxDisablePeerAccess, (CUcontext peer), (peer))
+EXPORT_OTHER(cuStreamSynchronize, (CUstream stream), (stream))
+EXPORT_OTHER(cuStreamSynchronize_ptsz, (CUstream stream), (stream))
 EXPORT_OTHER(cuCtxDestroy, (CUcontext ctx), (ctx))
 EXPORT_OTHER(cuCtxDestroy_v2, (CUcontext ctx), (ctx))
 EXPORT_OTHER(cuGetProcAddress, (const char *symbol, void **pfn, int version, cuuint64_t flags),

@@ -1,7 +1,8 @@
 /* runtime.c - the simulated libcudart.so.13. Like the real runtime, it
  * holds no device state of its own: it dlopens the driver (libcuda.so.1),
  * takes cuGetProcAddress_v2 with dlsym, looks cuGetProcAddress up through
- * itself, and takes the driver entry points of its copies from it, each
+ * itself, and takes the driver entry points of its copies and stream
+ * synchronizations from it, each
  * twice (flags 0, and the per-thread flag for the _ptsz/_ptds variant). So a
  * preload that interposes the driver layer sees the runtime's copies there,
  * as on a real machine.
@@ -86,6 +87,7 @@ struct driver_api {
     CUresult (*peer)(CUdeviceptr, CUcontext, CUdeviceptr, CUcontext, size_t);
     CUresult (*peer_async)(CUdeviceptr, CUcontext, CUdeviceptr, CUcontext, size_t, CUstream);
     CUresult (*primary_retain)(CUcontext *, CUdevice);
+    CUresult (*stream_sync[2])(CUstream);
 };
 
 static struct driver_api drv;
@@ -120,6 +122,7 @@ static void resolve_driver(void)
         take(get, "cuMemcpyDtoHAsync", variants[pt], &drv.dtoh_async[pt]);
         take(get, "cuMemcpyDtoDAsync", variants[pt], &drv.dtod_async[pt]);
         take(get, "cuMemcpyAsync", variants[pt], &drv.copy_async[pt]);
+        take(get, "cuStreamSynchronize", variants[pt], &drv.stream_sync[pt]);
     }
     /* peer copies are legacy-stream calls even in per-thread builds */
     take(get, "cuMemcpyPeer", CU_GET_PROC_ADDRESS_LEGACY_STREAM, &drv.peer);
@@ -209,6 +212,18 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count, enum cudaM
 cudaError_t cudaMemcpyAsync_ptsz(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind, cudaStream_t stream)
 {
     return copy_async(dst, src, count, kind, stream, 1);
+}
+
+/* cudaStreamSynchronize[_ptsz]: cuStreamSynchronize of the same variant, as
+ * the real runtime does (a preload at the driver layer sees the wait there). */
+cudaError_t cudaStreamSynchronize(cudaStream_t stream)
+{
+    return rt(driver()->stream_sync[0]((CUstream)stream));
+}
+
+cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t stream)
+{
+    return rt(driver()->stream_sync[1]((CUstream)stream));
 }
 
 cudaError_t cudaMemcpyPeer(void *dst, int dstDevice, const void *src, int srcDevice, size_t count)
