@@ -63,6 +63,7 @@ suite layers python3 tests/common/run_unittest.py layers tests/layers
 [ -x tests/scenarios/run.sh ] && suite scenarios sh tests/scenarios/run.sh "$build"
 [ -x tests/shim/run.sh ] && suite shim sh tests/shim/run.sh "$build"
 [ -x tests/detect/run.sh ] && suite detect sh tests/detect/run.sh "$build"
+[ -x tests/hang/run.sh ] && suite hang sh tests/hang/run.sh "$build"
 [ -x tests/launcher/run.sh ] && suite launcher sh tests/launcher/run.sh "$build"
 [ -x tests/driver/run.sh ] && suite driver sh tests/driver/run.sh "$build"
 if [ -x tests/conformance/run.sh ]; then

@@ -1,6 +1,7 @@
 /* chain.c - the chain every intercepted copy goes through (chain.h):
  * classify -> policy -> pipeline or native -> findings. */
 #include "chain.h"
+#include "hang.h"
 
 #include <pthread.h>
 
@@ -57,10 +58,21 @@ static const struct us_ctx *copy_context(const struct us_ctx **home, bool *looke
     return *home;
 }
 
+static cudaError_t copy_run(struct us_copy *c);
+
 cudaError_t us_copy_run(struct us_copy *c)
 {
     if (us_passthrough())
         return us_copy_native(c);
+    struct us_hang_mark hang;
+    us_hang_enter(&hang, us_copy_api_name(c->api), us_copy_stream(c), us_copy_stream(c) == cudaStreamLegacy);
+    cudaError_t result = copy_run(c);
+    us_hang_leave(&hang);
+    return result;
+}
+
+static cudaError_t copy_run(struct us_copy *c)
+{
     us_state_note_call();
     us_classify_copy(c);
     const struct us_config *cfg = us_config();

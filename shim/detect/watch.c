@@ -9,17 +9,19 @@ bool us_watch_begin(struct us_watch *w, enum us_rule_id rule, const char *api)
     w->active = us_findings_wanted();
     w->rule = rule;
     w->api = api;
-    if (!w->active)
-        return true;
-    us_site_capture(&w->site);
-    if (us_findings_forbidden(rule, &w->site, api))
-        return false;
-    w->start_ns = us_now_ns();
+    if (w->active) {
+        us_site_capture(&w->site);
+        if (us_findings_forbidden(rule, &w->site, api))
+            return false;
+        w->start_ns = us_now_ns();
+    }
+    us_hang_enter(&w->hang, api, NULL, false);
     return true;
 }
 
 void us_watch_end(struct us_watch *w, cudaStream_t stream, enum us_stream_kind kind, int device, size_t bytes)
 {
+    us_hang_leave(&w->hang);
     if (!w->active)
         return;
     uint64_t end = us_now_ns();

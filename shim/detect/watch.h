@@ -5,6 +5,7 @@
 #define UNSTALL_WATCH_H
 
 #include "findings.h"
+#include "hang.h"
 
 struct us_watch {
     bool active; /* false: mode off, nothing captured or recorded */
@@ -12,9 +13,11 @@ struct us_watch {
     const char *api;
     uint64_t start_ns;
     struct us_site site;
+    struct us_hang_mark hang; /* the hang explainer's publication of the call */
 };
 
-/* Returns false when strict mode forbids the call: return US_ERR_FORBIDDEN. */
+/* Returns false when strict mode forbids the call: return US_ERR_FORBIDDEN
+ * (nothing to end then). */
 bool us_watch_begin(struct us_watch *w, enum us_rule_id rule, const char *api);
 
 /* After the native call. device -1 where not known. */

@@ -1,7 +1,10 @@
-/* launch.c - exported kernel launches. A launch on the legacy default
- * stream of a device with blocking streams is a finding (legacy_stream);
- * everything else passes straight through. */
+/* launch.c - exported kernel launches and host functions. A launch on the
+ * legacy default stream of a device with blocking streams is a finding
+ * (legacy_stream); everything else passes straight through, published to
+ * the hang explainer when it is on (a kernel's first launch may wait to
+ * load its module; a host function is named when it runs too long). */
 #include "export.h"
+#include "hang.h"
 
 typedef cudaError_t (*launch_fn)(const void *, dim3, dim3, void **, size_t, cudaStream_t);
 
@@ -11,8 +14,13 @@ static cudaError_t launch(launch_fn real_fn, const char *api, bool per_thread, c
     if (!us_entry_acts(real_fn != NULL))
         return real_fn != NULL ? real_fn(func, grid, block, args, shared_mem, stream) : US_ERR_NO_REAL;
     enum us_stream_kind kind = us_stream_kind_of(stream, per_thread);
-    if (!us_legacy_contended(kind))
-        return real_fn(func, grid, block, args, shared_mem, stream);
+    if (!us_legacy_contended(kind)) {
+        struct us_hang_mark hang;
+        us_hang_enter(&hang, api, stream, kind == US_STREAM_LEGACY);
+        cudaError_t err = real_fn(func, grid, block, args, shared_mem, stream);
+        us_hang_leave(&hang);
+        return err;
+    }
     struct us_watch w;
     if (!us_watch_begin(&w, US_RULE_legacy_stream, api))
         return US_ERR_FORBIDDEN;
@@ -33,4 +41,30 @@ US_EXPORT cudaError_t cudaLaunchKernel_ptsz(const void *func, dim3 gridDim, dim3
 {
     return launch(us_real()->cudaLaunchKernel_ptsz, __func__, true, func, gridDim, blockDim, args,
                   sharedMem, stream);
+}
+
+typedef cudaError_t (*host_fn_launch)(cudaStream_t, cudaHostFn_t, void *);
+
+static cudaError_t launch_host_fn(host_fn_launch real_fn, cudaStream_t stream, cudaHostFn_t fn, void *data)
+{
+    if (real_fn == NULL)
+        return US_ERR_NO_REAL;
+    cudaHostFn_t wrapped_fn;
+    void *wrapped_data;
+    if (!us_entry_acts(true) || !us_hang_wrap_host_fn(fn, data, stream, &wrapped_fn, &wrapped_data))
+        return real_fn(stream, fn, data);
+    cudaError_t err = real_fn(stream, wrapped_fn, wrapped_data);
+    if (err != cudaSuccess)
+        us_hang_unwrap_host_fn(wrapped_data);
+    return err;
+}
+
+US_EXPORT cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void *userData)
+{
+    return launch_host_fn(us_real()->cudaLaunchHostFunc, stream, fn, userData);
+}
+
+US_EXPORT cudaError_t cudaLaunchHostFunc_ptsz(cudaStream_t stream, cudaHostFn_t fn, void *userData)
+{
+    return launch_host_fn(us_real()->cudaLaunchHostFunc_ptsz, stream, fn, userData);
 }

@@ -1,0 +1,304 @@
+/* hang.c - see hang.h.
+ *
+ * A thread's record is written only by that thread, the watchdog reads it:
+ * `gen` is odd while the thread rewrites the site, so a reader that sees it
+ * change (or odd) skips that record this round. Host-function records live
+ * in a list that only grows; one whose function returned is taken again by
+ * a later launch (compare-and-swap on its state), so a program launching
+ * host functions in a loop keeps a handful. */
+#include "hang.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "callsite.h"
+#include "config.h"
+#include "log.h"
+#include "real.h"
+#include "state.h"
+#include "thread.h"
+
+#define WATCH_PERIOD_MS 200
+
+struct hang_thread {
+    _Atomic(const char *) api; /* NULL: not inside a call */
+    _Atomic uint64_t since_ns;
+    _Atomic unsigned gen; /* odd while the fields below change */
+    cudaStream_t stream;
+    bool legacy;
+    struct us_site site;
+    long tid;
+    struct hang_thread *next;
+};
+
+enum { HOST_FN_FREE, HOST_FN_QUEUED, HOST_FN_RUNNING };
+
+struct hang_host_fn {
+    _Atomic int state;
+    cudaHostFn_t fn;
+    void *data;
+    cudaStream_t stream;
+    _Atomic uint64_t started_ns;
+    struct us_site site; /* where it was launched */
+    struct hang_host_fn *next;
+};
+
+static _Atomic(struct hang_thread *) threads;
+static _Atomic(struct hang_host_fn *) host_fns;
+static __thread struct hang_thread *self;
+static atomic_int armed = -1; /* -1: not read from the configuration yet */
+static pthread_once_t watchdog_once = PTHREAD_ONCE_INIT;
+
+bool us_hang_on(void)
+{
+    int a = atomic_load_explicit(&armed, memory_order_relaxed);
+    if (a < 0) {
+        a = us_config()->hang_report_s > 0;
+        atomic_store_explicit(&armed, a, memory_order_relaxed);
+    }
+    return a != 0;
+}
+
+/* --- the report ------------------------------------------------------------------------- */
+
+static int append(char *out, size_t size, size_t *len, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static int append(char *out, size_t size, size_t *len, const char *fmt, ...)
+{
+    if (*len >= size)
+        return -1;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(out + *len, size - *len, fmt, ap);
+    va_end(ap);
+    if (n > 0)
+        *len = *len + (size_t)n < size ? *len + (size_t)n : size - 1;
+    return n;
+}
+
+static const char *stream_text(cudaStream_t s, bool legacy, char *buf, size_t size)
+{
+    if (legacy)
+        snprintf(buf, size, "the legacy default stream");
+    else if (s == cudaStreamPerThread)
+        snprintf(buf, size, "the per-thread default stream");
+    else if (s == NULL)
+        snprintf(buf, size, "no stream");
+    else
+        snprintf(buf, size, "stream %p", (void *)s);
+    return buf;
+}
+
+void us_hang_describe(uint64_t hung_for_ns, char *out, size_t size)
+{
+    size_t len = 0;
+    uint64_t now = us_now_ns();
+    out[0] = '\0';
+    append(out, size, &len, "hang: a CUDA call has not returned for %.1f s (hang_report_s). Threads inside CUDA calls:\n",
+           (double)hung_for_ns / 1e9);
+    bool legacy_waiter = false, launch_waiter = false;
+    for (struct hang_thread *t = atomic_load(&threads); t != NULL; t = t->next) {
+        unsigned g0 = atomic_load_explicit(&t->gen, memory_order_acquire);
+        const char *api = atomic_load_explicit(&t->api, memory_order_acquire);
+        uint64_t since = atomic_load_explicit(&t->since_ns, memory_order_acquire);
+        if (api == NULL || (g0 & 1u) != 0)
+            continue;
+        char site[1024], stream[64];
+        us_callsite_line_source(&t->site, 6, site, sizeof site);
+        cudaStream_t s = t->stream;
+        bool legacy = t->legacy;
+        if (atomic_load_explicit(&t->gen, memory_order_acquire) != g0)
+            continue; /* it left the call meanwhile */
+        append(out, size, &len, "  thread %ld: %s on %s, for %.1f s, at %s\n", t->tid, api,
+               stream_text(s, legacy, stream, sizeof stream), (double)(now - since) / 1e9, site);
+        legacy_waiter |= legacy;
+        launch_waiter |= strstr(api, "Launch") != NULL;
+    }
+    int running = 0;
+    for (struct hang_host_fn *h = atomic_load(&host_fns); h != NULL; h = h->next) {
+        if (atomic_load(&h->state) != HOST_FN_RUNNING)
+            continue;
+        running++;
+        struct us_frame fr;
+        char fn[300], site[1024], stream[64];
+        /* the lookup takes return addresses (it looks one byte back): the
+         * function's first byte is what names it */
+        us_callsite_symbolize_source((const char *)(uintptr_t)h->fn + 1, &fr);
+        fr.offset = 0; /* the function itself, not a place in it */
+        us_callsite_frame_text(&fr, fn, sizeof fn);
+        us_callsite_line_source(&h->site, 6, site, sizeof site);
+        if (running == 1)
+            append(out, size, &len, "Host functions running (cudaLaunchHostFunc):\n");
+        append(out, size, &len, "  %s on %s, running for %.1f s, launched at %s\n", fn,
+               stream_text(h->stream, false, stream, sizeof stream),
+               (double)(now - atomic_load(&h->started_ns)) / 1e9, site);
+    }
+    append(out, size, &len, "Likely cause: ");
+    if (running > 0) {
+        append(out, size, &len,
+               "a host function has been running and waits for something, and every stream queued behind it waits "
+               "too: its own stream, streams that wait for an event recorded after it%s.%s\n",
+               legacy_waiter ? ", and the legacy default stream, which waits for every blocking stream of its device"
+                             : "",
+               launch_waiter ? " A kernel launch is stuck as well: a kernel's first launch loads its module (lazy "
+                               "loading), which can wait for the device's work in flight."
+                             : "");
+        append(out, size, &len,
+               "Fix: a host function must not wait for work another thread has yet to submit to CUDA: signal what it "
+               "waits for before launching it, or wait on the host outside CUDA; use non-blocking streams "
+               "(cudaStreamNonBlocking) so that the legacy stream does not join the wait%s.",
+               launch_waiter ? "; set eager_modules=1 (CUDA_MODULE_LOADING=EAGER) so that a first launch loads nothing"
+                             : "");
+    } else if (legacy_waiter) {
+        append(out, size, &len,
+               "a call on the legacy default stream waits for every blocking stream of its device, and one of them "
+               "does not finish.\nFix: find what that stream waits for (an event never recorded, a kernel that "
+               "spins); use non-blocking streams so that the legacy stream does not join the wait.");
+    } else {
+        append(out, size, &len,
+               "the GPU work these calls wait for does not finish (a kernel that spins, an event waited for that is "
+               "never recorded, another process holding the device).\nFix: compute-sanitizer or cuda-gdb show what "
+               "runs on the device.");
+    }
+    append(out, size, &len, "\n");
+}
+
+/* --- the watchdog ----------------------------------------------------------------------- */
+
+static void *watchdog(void *arg)
+{
+    (void)arg;
+    uint64_t limit = (uint64_t)us_config()->hang_report_s * 1000000000ull;
+    struct timespec period = {0, WATCH_PERIOD_MS * 1000000L};
+    for (;;) {
+        nanosleep(&period, NULL);
+        uint64_t now = us_now_ns(), oldest = 0;
+        for (struct hang_thread *t = atomic_load(&threads); t != NULL; t = t->next) {
+            uint64_t since = atomic_load_explicit(&t->since_ns, memory_order_acquire);
+            if (atomic_load_explicit(&t->api, memory_order_acquire) != NULL && now > since && now - since > oldest)
+                oldest = now - since;
+        }
+        if (oldest < limit)
+            continue;
+        char *text = malloc(16384);
+        if (text == NULL)
+            return NULL;
+        us_hang_describe(oldest, text, 16384);
+        for (char *line = strtok(text, "\n"); line != NULL; line = strtok(NULL, "\n"))
+            us_log(US_LOG_WARN, "%s", line);
+        free(text);
+        return NULL; /* once per process */
+    }
+}
+
+static void start_watchdog(void)
+{
+    if (us_thread_start(watchdog, NULL, 256 << 10, "unstall-hang") != 0)
+        us_log(US_LOG_WARN, "hang_report_s: the watchdog thread could not start; no hang will be explained");
+}
+
+/* --- publication ------------------------------------------------------------------------ */
+
+static struct hang_thread *my_record(void)
+{
+    if (self != NULL)
+        return self;
+    struct hang_thread *t = calloc(1, sizeof *t);
+    if (t == NULL)
+        return NULL;
+    t->tid = (long)syscall(SYS_gettid);
+    struct hang_thread *head = atomic_load(&threads);
+    do
+        t->next = head;
+    while (!atomic_compare_exchange_weak(&threads, &head, t));
+    self = t;
+    return t;
+}
+
+void us_hang_enter(struct us_hang_mark *m, const char *api, cudaStream_t stream, bool legacy)
+{
+    m->on = false;
+    if (!us_hang_on())
+        return;
+    pthread_once(&watchdog_once, start_watchdog);
+    struct hang_thread *t = my_record();
+    if (t == NULL || atomic_load_explicit(&t->api, memory_order_relaxed) != NULL)
+        return; /* nested (a copy inside a watched call): the outer call stands */
+    atomic_fetch_add_explicit(&t->gen, 1, memory_order_acq_rel); /* odd: changing */
+    t->stream = stream;
+    t->legacy = legacy;
+    us_site_capture(&t->site);
+    atomic_store_explicit(&t->since_ns, us_now_ns(), memory_order_release);
+    atomic_store_explicit(&t->api, api, memory_order_release);
+    atomic_fetch_add_explicit(&t->gen, 1, memory_order_acq_rel); /* even: readable */
+    m->on = true;
+}
+
+void us_hang_leave(struct us_hang_mark *m)
+{
+    if (!m->on)
+        return;
+    atomic_store_explicit(&self->api, NULL, memory_order_release);
+    atomic_fetch_add_explicit(&self->gen, 2, memory_order_acq_rel);
+    m->on = false;
+}
+
+/* --- host functions --------------------------------------------------------------------- */
+
+static void CUDART_CB host_fn_trampoline(void *arg)
+{
+    struct hang_host_fn *h = arg;
+    cudaHostFn_t fn = h->fn;
+    void *data = h->data;
+    atomic_store(&h->started_ns, us_now_ns());
+    atomic_store(&h->state, HOST_FN_RUNNING);
+    fn(data);
+    atomic_store(&h->state, HOST_FN_FREE);
+}
+
+bool us_hang_wrap_host_fn(cudaHostFn_t fn, void *data, cudaStream_t stream, cudaHostFn_t *out_fn, void **out_data)
+{
+    if (!us_hang_on() || fn == NULL)
+        return false;
+    /* a captured host function runs at every replay of its graph: not ours to track */
+    const struct us_real_api *real = us_real();
+    enum cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+    if (real->cudaStreamIsCapturing == NULL || real->cudaStreamIsCapturing(stream, &st) != cudaSuccess ||
+        st != cudaStreamCaptureStatusNone)
+        return false;
+    struct hang_host_fn *h = NULL;
+    for (struct hang_host_fn *r = atomic_load(&host_fns); r != NULL && h == NULL; r = r->next) {
+        int expected = HOST_FN_FREE;
+        if (atomic_compare_exchange_strong(&r->state, &expected, HOST_FN_QUEUED))
+            h = r;
+    }
+    if (h == NULL) {
+        h = calloc(1, sizeof *h);
+        if (h == NULL)
+            return false;
+        atomic_store(&h->state, HOST_FN_QUEUED);
+        struct hang_host_fn *head = atomic_load(&host_fns);
+        do
+            h->next = head;
+        while (!atomic_compare_exchange_weak(&host_fns, &head, h));
+    }
+    h->fn = fn;
+    h->data = data;
+    h->stream = stream;
+    us_site_capture(&h->site);
+    *out_fn = host_fn_trampoline;
+    *out_data = h;
+    return true;
+}
+
+void us_hang_unwrap_host_fn(void *wrapped_data)
+{
+    struct hang_host_fn *h = wrapped_data;
+    atomic_store(&h->state, HOST_FN_FREE);
+}

@@ -1,0 +1,54 @@
+#!/bin/sh
+# The hang explainer (option hang_report_s, shim/report/hang.c) on the
+# simulated runtime: seed 004's deadlock (case_c_pageable_d2h seed004: a D2H
+# on the legacy stream waits behind a host function that waits for another
+# thread, whose kernel launch waits for the legacy stream) with the shim
+# watching only (UNSTALL_FIX=0, so the copy deadlocks as natively). The
+# scenario's own watchdog ends the process after SCN_C_DEADLOCK_S seconds.
+# Prints "PASS name" / "FAIL name: why" and "hang: N passed, M failed".
+#
+# Usage: tests/hang/run.sh [BUILD_DIR]
+build=$(cd "${1:-build}" && pwd) || exit 1
+prog=$build/scenarios/case_c_pageable_d2h
+preload="${SAN_PRELOAD:+$SAN_PRELOAD }$build/libunstall.so"
+passed=0 failed=0
+pass() { echo "PASS $1"; passed=$((passed + 1)); }
+fail() { echo "FAIL $1: $2"; failed=$((failed + 1)); }
+[ -x "$prog" ] || { echo "FAIL setup: missing $prog (make test-bins)"; echo "hang: 0 passed, 1 failed"; exit 1; }
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+
+run() { # name, env...
+    name=$1
+    shift
+    env SCN_C_DEADLOCK_S=4 LD_PRELOAD="$preload" "$@" timeout -k 5 30 "$prog" seed004 >"$out/$name.out" 2>"$out/$name.err"
+    echo $? >"$out/$name.rc"
+}
+
+# the hang, explained: both threads' calls with their sites, the host
+# function by name, the cause and the fixes
+run explained UNSTALL_FIX=0 UNSTALL_HANG_REPORT_S=1
+err=$out/explained.err
+missing=""
+for want in "hang: a CUDA call has not returned" "cudaMemcpyAsync on the legacy default stream" \
+    "case_c_pageable_d2h.c:216" "cudaLaunchKernel on stream" "seed_thread_main" \
+    "Host functions running" "block_op_host_fn" "Likely cause: a host function" "eager_modules=1" \
+    "cudaStreamNonBlocking"; do
+    grep -q -F "$want" "$err" || missing="$missing [$want]"
+done
+if [ -z "$missing" ]; then pass explained; else fail explained "missing:$missing; $(grep -c . "$err") lines"; fi
+n=$(grep -c "hang: a CUDA call has not returned" "$err")
+if [ "$n" = 1 ]; then pass explained_once; else fail explained_once "$n explanations"; fi
+
+# off by default: the same hang, nothing said
+run silent UNSTALL_FIX=0
+if grep -q "hang:" "$out/silent.err"; then fail off_by_default "$(grep -m1 'hang:' "$out/silent.err")"
+else pass off_by_default; fi
+
+# a program that does not hang is not explained (the shim removes this one)
+run completes UNSTALL_HANG_REPORT_S=1
+if [ "$(cat "$out/completes.rc")" = 0 ] && ! grep -q "hang:" "$out/completes.err"; then pass no_false_alarm
+else fail no_false_alarm "exit $(cat "$out/completes.rc"), $(grep -m1 'hang:' "$out/completes.err")"; fi
+
+echo "hang: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
