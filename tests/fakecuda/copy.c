@@ -99,29 +99,22 @@ void fc_engine_slice_wait(const struct fc_op *op, int device)
         while (other_context_busy_locked(dev, ctx) && fc_cond_wait_until(&fc_g.done, &fc_g.mu, t1 + slice))
             ;
         double now = fc_now_us();
-        dev->copy_slice_until = now + slice;
+        dev->copy_slice_end = now + slice;
+        dev->copy_slice_until = dev->copy_slice_end;
+        dev->slice_owner = ctx;
         fc_stat_add(timeslice_waits, 1);
         fc_stat_add(timeslice_wait_us_total, now - t1);
     }
     pthread_mutex_unlock(&fc_g.mu);
 }
 
-/* The engine goes back to the other context once this one has had nothing
- * queued for a moment: work the host issues back to back (an event, then a
- * copy, microseconds apart) keeps it, as on the GPU (the shim's event pair
- * around a copy saw 4 us there), however late this simulation's stream
- * thread gets to see the next piece. */
-#define ENGINE_GRACE_US 50.0
-
-void fc_engine_slice_release(const struct fc_op *op, int device)
-{
-    pthread_mutex_lock(&fc_g.mu);
-    double until = fc_now_us() + ENGINE_GRACE_US * fc_cfg()->time_scale;
-    if (op->next == NULL && fc_g.dev[device].copy_slice_until > until)
-        fc_g.dev[device].copy_slice_until = until;
-    pthread_mutex_unlock(&fc_g.mu);
-}
-
+/* fc_engine_slice_wait: the engine goes back to the other context when this one's slice ends, or
+ * when the host waited for this context's work (fc_wait_locked): then it had
+ * nothing left to run. Work the host issues back to back (an event, then a
+ * copy, microseconds apart) keeps it however late the simulation's stream
+ * thread sees the next piece, as on the GPU (the shim's event pair around a
+ * copy saw 4 us there), and a burst followed by a synchronization gives it up
+ * (10 bursts, each 2.44 ms from the host there). */
 static void wait_for_engine(const struct fc_op *op, int device)
 {
     struct fc_ctx *ctx = op->stream->ctx;
@@ -156,8 +149,6 @@ static void copy_run(struct fc_op *op, cudaError_t status)
     double start = fc_now_us();
     copy_rows(c->dst, c->dpitch, c->src, c->spitch, c->width, c->height);
     fc_sleep_until_us(start + c->duration_us);
-    if (c->path == FC_PATH_D2D)
-        fc_engine_slice_release(op, c->device);
 }
 
 static void copy_complete(struct fc_op *op)

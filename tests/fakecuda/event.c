@@ -80,7 +80,6 @@ static void record_run(struct fc_op *op, cudaError_t status)
     (void)status;
     fc_engine_slice_wait(op, op->stream->device);
     op->u.record.t_us = fc_now_us();
-    fc_engine_slice_release(op, op->stream->device);
 }
 
 static void record_complete(struct fc_op *op)

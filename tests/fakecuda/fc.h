@@ -97,11 +97,11 @@ struct fc_ctx {
 struct fc_ctx *fc_current_ctx(void);
 
 /* Case D (copy.c): work of a context waits for the compute engine while
- * another context's kernel holds it (a time slice), and keeps it while its
- * stream has more queued. Called by the op's run function, unlocked. */
+ * another context's kernel holds it (a time slice), and keeps it until the
+ * slice ends or the host waits for that context's work. Called by the op's
+ * run function, unlocked. */
 struct fc_op;
 void fc_engine_slice_wait(const struct fc_op *op, int device);
-void fc_engine_slice_release(const struct fc_op *op, int device);
 /* Makes ctx current on the calling thread (NULL: the current device's
  * primary context). A primary context also sets the current device. */
 void fc_set_current_ctx(struct fc_ctx *ctx);
@@ -278,6 +278,8 @@ struct fc_device {
     int running_kernels;
     int running_full_kernels;          /* of them, those that occupy every SM (case D) */
     double copy_slice_until;           /* case D: copies own the compute engine until then */
+    double copy_slice_end;             /* case D: and at the latest until then (their slice) */
+    const struct fc_ctx *slice_owner;  /* case D: the context those copies belong to */
 };
 
 struct fc_global {

@@ -256,6 +256,10 @@ void fc_wait_locked(struct fc_stream *s, uint64_t seq)
 {
     while (s->completed < seq)
         pthread_cond_wait(&fc_g.done, &fc_g.mu);
+    /* case D (copy.c): the host waited for this context's work, so the
+     * context had nothing to run: it is off the engine until its next work */
+    if (s->ctx != NULL && s->device >= 0 && fc_g.dev[s->device].slice_owner == s->ctx)
+        fc_g.dev[s->device].copy_slice_until = 0;
 }
 
 /* Everything issued to s so far. For the legacy stream that includes the
