@@ -8,6 +8,9 @@
 
 typedef cudaError_t (*launch_fn)(const void *, dim3, dim3, void **, size_t, cudaStream_t);
 
+/* The kernel is passed through as it came: a host function's address
+ * (cudaLaunchKernel) or a cudaKernel_t (__cudaLaunchKernel, what nvcc's
+ * <<<>>> calls since CUDA 13); both are pointers. */
 static cudaError_t launch(launch_fn real_fn, const char *api, bool per_thread, const void *func, dim3 grid,
                           dim3 block, void **args, size_t shared_mem, cudaStream_t stream)
 {
@@ -41,6 +44,22 @@ US_EXPORT cudaError_t cudaLaunchKernel_ptsz(const void *func, dim3 gridDim, dim3
 {
     return launch(us_real()->cudaLaunchKernel_ptsz, __func__, true, func, gridDim, blockDim, args,
                   sharedMem, stream);
+}
+
+US_EXPORT cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void **args,
+                                         size_t sharedMem, cudaStream_t stream)
+{
+    launch_fn real_fn;
+    *(void **)&real_fn = (void *)us_real()->__cudaLaunchKernel;
+    return launch(real_fn, __func__, false, (const void *)kernel, gridDim, blockDim, args, sharedMem, stream);
+}
+
+US_EXPORT cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void **args,
+                                              size_t sharedMem, cudaStream_t stream)
+{
+    launch_fn real_fn;
+    *(void **)&real_fn = (void *)us_real()->__cudaLaunchKernel_ptsz;
+    return launch(real_fn, __func__, true, (const void *)kernel, gridDim, blockDim, args, sharedMem, stream);
 }
 
 typedef cudaError_t (*host_fn_launch)(cudaStream_t, cudaHostFn_t, void *);

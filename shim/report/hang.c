@@ -100,7 +100,10 @@ void us_hang_describe(uint64_t hung_for_ns, char *out, size_t size)
     size_t len = 0;
     uint64_t now = us_now_ns();
     out[0] = '\0';
-    append(out, size, &len, "hang: a CUDA call has not returned for %.1f s (hang_report_s). Threads inside CUDA calls:\n",
+    append(out, size, &len,
+           "hang: a CUDA call has not returned for %.1f s (hang_report_s). Threads inside CUDA calls that unstall "
+           "intercepts (copies, synchronizations, allocations, kernel launches; a thread blocked in another one, "
+           "cudaSetDevice for one, is not listed):\n",
            (double)hung_for_ns / 1e9);
     bool legacy_waiter = false, launch_waiter = false;
     for (struct hang_thread *t = atomic_load(&threads); t != NULL; t = t->next) {

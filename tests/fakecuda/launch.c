@@ -156,6 +156,22 @@ cudaError_t cudaLaunchKernel(const void *func, dim3 grid, dim3 block, void **arg
     return launch_kernel(func, grid, block, args, stream, false);
 }
 
+/* What nvcc's <<<>>> calls since CUDA 13 (crt/device_functions.h), with the
+ * kernel handle __cudaGetKernel gave: here the handle is the function. */
+cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 grid, dim3 block, void **args, size_t shared_mem,
+                               cudaStream_t stream)
+{
+    (void)shared_mem;
+    return launch_kernel((const void *)kernel, grid, block, args, stream, false);
+}
+
+cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 grid, dim3 block, void **args, size_t shared_mem,
+                                    cudaStream_t stream)
+{
+    (void)shared_mem;
+    return launch_kernel((const void *)kernel, grid, block, args, stream, true);
+}
+
 cudaError_t cudaLaunchKernel_ptsz(const void *func, dim3 grid, dim3 block, void **args, size_t shared_mem,
                                   cudaStream_t stream)
 {

@@ -9,6 +9,13 @@
 #include "../fakecuda/fakecuda.h"
 #include "scenario.h"
 
+#include <stdint.h>
+
+/* the runtime's launch entry of nvcc's <<<>>> since CUDA 13; declared for
+ * C++ only (crt/device_functions.h) */
+cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 grid, dim3 block, void **args, size_t shared_mem,
+                               cudaStream_t stream);
+
 static void sleep_kernel(void **args)
 {
     fakecuda_sleep_us(*(double *)args[0]);
@@ -54,5 +61,6 @@ void scn_kernel_empty(cudaStream_t stream)
 {
     pthread_once(&registered, register_kernels);
     dim3 one = {1, 1, 1};
-    SCN_CK(cudaLaunchKernel((const void *)empty_kernel, one, one, NULL, 0, stream));
+    /* as nvcc's <<<>>> launches since CUDA 13 (the others: cudaLaunchKernel) */
+    SCN_CK(__cudaLaunchKernel((cudaKernel_t)(uintptr_t)empty_kernel, one, one, NULL, 0, stream));
 }

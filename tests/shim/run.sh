@@ -47,7 +47,7 @@ else pass no_libcudart_needed; fi
 wrapped=$( (sed -n 's/^ *X(US_API_CU_[A-Z_]*, \(cu[A-Za-z0-9_]*\),.*/\1/p' "$here/../../shim/base/copy.h"
             grep -o 'X(cu[A-Za-z0-9_]*)' "$here/../../shim/entry_driver/driver_layer.h" | sed 's/X(\(.*\))/\1/') | sort)
 exported_cu=$(nm -D --defined-only "$shim" | awk '{print $3}' | grep '^cu[A-Z]' | sort)
-others=$(nm -D --defined-only "$shim" | awk '{print $3}' | grep -v -e '^cuda' -e '^cu[A-Z]' -e '^unstall_strict_failures$' \
+others=$(nm -D --defined-only "$shim" | awk '{print $3}' | grep -v -e '^cuda' -e '^__cudaLaunchKernel' -e '^cu[A-Z]' -e '^unstall_strict_failures$' \
     -e '^_init$' -e '^_fini$' -e '^dlsym$')
 if [ -n "$others" ]; then fail exports_only_cuda_api "also exports: $(echo $others | head -c 200)"
 elif [ "$exported_cu" != "$wrapped" ] || [ -z "$wrapped" ]; then

@@ -11,6 +11,15 @@
 
 #include "kernels.h"
 
+/* kernels.o reports a failed launch through the scenarios' scn_ck */
+void scn_ck(cudaError_t err, const char *what, const char *file, int line)
+{
+    if (err != cudaSuccess) {
+        fprintf(stderr, "%s:%d %s: %s\n", file, line, what, cudaGetErrorString(err));
+        exit(1);
+    }
+}
+
 static double now_ns(void)
 {
     struct timespec t;

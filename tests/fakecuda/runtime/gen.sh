@@ -10,7 +10,7 @@ out=$1
 shift
 mkdir -p "$out"
 own=$(dirname "$0")/runtime.c
-nm -g --defined-only "$@" | awk '$2 == "T" && $3 ~ /^(cuda|fakecuda_)/ { print $3 }' | sort -u |
+nm -g --defined-only "$@" | awk '$2 == "T" && $3 ~ /^(cuda|fakecuda_|__cudaLaunchKernel)/ { print $3 }' | sort -u |
     while read -r name; do
         grep -q "^cudaError_t $name(" "$own" || echo "$name"
     done >"$out/names.txt"
