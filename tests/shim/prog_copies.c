@@ -15,10 +15,16 @@
         }                                                                           \
     } while (0)
 
+/* file scope: still reachable for LeakSanitizer when a failed call ends the
+ * program with exit(1) (locals may live only in registers by then) */
+static unsigned char *src, *back;
+
 int main(int argc, char **argv)
 {
     size_t bytes = argc > 1 ? strtoull(argv[1], NULL, 0) : (3u << 20) + 7;
-    unsigned char *src = malloc(bytes), *back = malloc(bytes), *pinned = NULL;
+    unsigned char *pinned = NULL;
+    src = malloc(bytes);
+    back = malloc(bytes);
     void *dev = NULL;
     cudaStream_t stream;
     for (size_t i = 0; i < bytes; i++)
