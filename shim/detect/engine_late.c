@@ -58,6 +58,24 @@ static void slots_init(void)
         pthread_mutex_init(&slots[i].lock, NULL);
 }
 
+/* The slot's objects of its context (events, the head stream): left to the
+ * context, which may be gone, and never used in another. */
+static void drop_context_objects(struct us_engine_slot *sl)
+{
+    sl->start = sl->end = sl->tail = sl->head = NULL;
+    sl->head_stream = NULL;
+}
+
+/* A probe's sync reading is over (read, or its slot given up): a
+ * synchronization stops looking once none is wanted. */
+static void end_sync_reading(struct us_engine_slot *sl)
+{
+    if (sl->wants_sync_reading)
+        atomic_fetch_sub(&sync_readings_wanted, 1);
+    sl->wants_sync_reading = sl->tail_recorded = false;
+    sl->sync_late_ns = 0;
+}
+
 uint64_t us_engine_lateness_ns(double elapsed_ms, size_t bytes)
 {
     double expected_ns = 50e3 + (double)bytes / 200.0; /* 200 GB/s = 200 bytes per ns */
@@ -103,18 +121,14 @@ static struct us_engine_slot *slot_take(cudaStream_t s, uint64_t ctx, bool per_t
     }
     if (spare == NULL)
         return NULL;
-    if (spare->used && spare->ctx_id != ctx) {
-        /* events of another context: left to it (it may be gone) */
-        spare->start = spare->end = spare->tail = spare->head = NULL;
-        spare->head_stream = NULL;
-    }
+    if (spare->used && spare->ctx_id != ctx)
+        drop_context_objects(spare);
     spare->used = true;
     spare->stream = s;
     spare->ctx_id = ctx;
     spare->thread = pthread_self();
     spare->pending = false;
-    spare->wants_sync_reading = spare->tail_recorded = false;
-    spare->sync_late_ns = 0;
+    end_sync_reading(spare);
     spare->late = false;
     spare->last_probe_ns = 0;
     return spare;
@@ -156,11 +170,7 @@ static void read_probe(struct us_engine_slot *sl, const struct us_config *cfg, s
     sl->pending = false;
     bool sync_reading = sl->wants_sync_reading;
     uint64_t sync_late = sl->sync_late_ns;
-    if (sync_reading) {
-        sl->wants_sync_reading = sl->tail_recorded = false;
-        sl->sync_late_ns = 0;
-        atomic_fetch_sub(&sync_readings_wanted, 1);
-    }
+    end_sync_reading(sl);
     float ms = 0;
     if (q != cudaSuccess || real->cudaEventElapsedTime(&ms, sl->start, sl->end) != cudaSuccess)
         return; /* lost (a reset, a destroyed context): the next probe tells */
@@ -295,10 +305,12 @@ void us_engine_forget_context(const struct us_ctx *gone)
         struct us_engine_slot *sl = &slots[i];
         pthread_mutex_lock(&sl->lock);
         if (sl->used && sl->ctx_id == gone->id) {
-            /* its events went with the context; its staging buffer (primary
-             * context memory) stays with the slot for the next stream */
+            /* its events and head stream went with the context; its staging
+             * buffer (primary context memory) stays with the slot for the
+             * next stream */
             sl->used = sl->pending = sl->late = false;
-            sl->start = sl->end = NULL;
+            end_sync_reading(sl);
+            drop_context_objects(sl);
         }
         pthread_mutex_unlock(&sl->lock);
     }
@@ -311,11 +323,8 @@ void us_engine_reset(void)
         pthread_mutex_lock(&slots[i].lock);
         struct us_engine_slot *sl = &slots[i];
         sl->used = sl->pending = sl->late = false;
-        sl->wants_sync_reading = sl->tail_recorded = false;
-        sl->tail = sl->head = NULL;
-        sl->head_stream = NULL;
-        sl->sync_late_ns = 0;
-        sl->start = sl->end = NULL;
+        end_sync_reading(sl);
+        drop_context_objects(sl);
         sl->stage = (struct us_engine_stage){0};
         sl->last_probe_ns = 0;
         pthread_mutex_unlock(&slots[i].lock);
