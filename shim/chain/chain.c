@@ -65,7 +65,8 @@ cudaError_t us_copy_run(struct us_copy *c)
     if (us_passthrough())
         return us_copy_native(c);
     struct us_hang_mark hang;
-    us_hang_enter(&hang, us_copy_api_name(c->api), us_copy_stream(c), us_copy_stream(c) == cudaStreamLegacy);
+    cudaStream_t stream = us_copy_stream(c);
+    us_hang_enter(&hang, us_copy_api_name(c->api), stream, stream == cudaStreamLegacy);
     cudaError_t result = copy_run(c);
     us_hang_leave(&hang);
     return result;
