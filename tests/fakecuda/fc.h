@@ -237,6 +237,7 @@ struct fc_kernel_op {
     void **args;
     void *owned;            /* copied argument values, freed after the run */
     bool occupies_all;      /* at least one block per SM: no room for a copy kernel (case D) */
+    bool holds_engine;      /* counted as running (kernel_occupy_locked) */
 };
 
 struct fc_host_op {
@@ -333,6 +334,9 @@ void fc_legacy_follow_locked(int device, struct fc_stream *s, uint64_t seq);
 /* Under fc_g.mu: adds the legacy-stream dependencies, applies armed faults,
  * queues the op on s and starts s's worker if needed. Returns its seq. */
 uint64_t fc_submit_locked(struct fc_stream *s, struct fc_op *op);
+/* op is its stream's next and may run now: a GPU would start it at once,
+ * whenever the simulation's stream thread gets to it. */
+bool fc_op_startable_locked(const struct fc_op *op);
 /* Under fc_g.mu: waits until s completed seq. */
 void fc_wait_locked(struct fc_stream *s, uint64_t seq);
 /* Under fc_g.mu: waits for every stream of a device; returns the first sticky

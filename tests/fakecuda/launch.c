@@ -73,23 +73,27 @@ void *fc_kernel_args_copy(const void *func, void **args)
  * context (other contexts' copies wait a time slice), and when it occupies
  * every SM it leaves no room for its own context's copies until it ends:
  * what a same-device copy waits behind (case D, copy.c). */
+static void kernel_occupy_locked(struct fc_op *op, int delta)
+{
+    struct fc_device *dev = &fc_g.dev[op->stream->device];
+    int full = op->u.kernel.occupies_all ? delta : 0;
+    dev->running_kernels += delta;
+    dev->running_full_kernels += full;
+    op->stream->ctx->running_kernels += delta;
+    op->stream->ctx->running_full_kernels += full;
+    op->u.kernel.holds_engine = delta > 0;
+}
+
 static void kernel_run(struct fc_op *op, cudaError_t status)
 {
     (void)status;
-    struct fc_device *dev = &fc_g.dev[op->stream->device];
-    int full = op->u.kernel.occupies_all ? 1 : 0;
     pthread_mutex_lock(&fc_g.mu);
-    dev->running_kernels++;
-    dev->running_full_kernels += full;
-    op->stream->ctx->running_kernels++;
-    op->stream->ctx->running_full_kernels += full;
+    if (!op->u.kernel.holds_engine)
+        kernel_occupy_locked(op, 1);
     pthread_mutex_unlock(&fc_g.mu);
     op->u.kernel.fn(op->u.kernel.args);
     pthread_mutex_lock(&fc_g.mu);
-    dev->running_kernels--;
-    dev->running_full_kernels -= full;
-    op->stream->ctx->running_kernels--;
-    op->stream->ctx->running_full_kernels -= full;
+    kernel_occupy_locked(op, -1);
     pthread_cond_broadcast(&fc_g.done);
     pthread_mutex_unlock(&fc_g.mu);
 }
@@ -141,6 +145,10 @@ static cudaError_t launch_kernel(const void *func, dim3 grid, dim3 block, void *
         op->u.kernel.owned = owned;
         op->u.kernel.occupies_all = (unsigned long long)grid.x * grid.y * grid.z >= FC_SM_COUNT;
         fc_submit_locked(s, op);
+        /* the GPU starts it within microseconds, not when the stream's
+         * thread is scheduled: work issued next on other streams sees it */
+        if (fc_op_startable_locked(op))
+            kernel_occupy_locked(op, 1);
         fc_stat_add(kernels, 1);
     } else {
         free(owned);

@@ -9,6 +9,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/prctl.h>
 
 /* A worker that found nothing to do for this long exits. */
 #define FC_WORKER_IDLE_US 200000.0
@@ -142,9 +143,17 @@ static bool deps_done(const struct fc_op *op)
     return true;
 }
 
+bool fc_op_startable_locked(const struct fc_op *op)
+{
+    return op->stream->head == op && deps_done(op) && op->fail == cudaSuccess && op->stream->sticky == cudaSuccess;
+}
+
 static void *worker_main(void *arg)
 {
     struct fc_stream *s = arg;
+    /* Timed waits end when the modelled time does, not up to 50 us later
+     * (the default timer slack): a GPU op's span should not depend on it. */
+    prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
     pthread_mutex_lock(&fc_g.mu);
     for (;;) {
         struct fc_op *op = s->head;
