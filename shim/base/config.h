@@ -16,6 +16,7 @@
 enum us_mode { US_MODE_OFF, US_MODE_REPORT, US_MODE_WARN, US_MODE_STRICT };
 enum us_severity { US_SEVERITY_LOW, US_SEVERITY_MEDIUM, US_SEVERITY_HIGH };
 enum us_strict_action { US_STRICT_ERROR, US_STRICT_ABORT };
+enum us_legacy_stream { US_LEGACY_KEEP, US_LEGACY_ORDERED, US_LEGACY_PER_THREAD }; /* option legacy_stream */
 
 /* One field per option; an ENUM is an int, the index of its value among the
  * choices, so the choices in options.def list the enums above in order. */

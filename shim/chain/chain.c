@@ -13,6 +13,7 @@
 #include "log.h"
 #include "findings.h"
 #include "lanes.h"
+#include "legacy_stream.h"
 #include "staging.h"
 #include "pipeline.h"
 #include "policy.h"
@@ -64,11 +65,19 @@ cudaError_t us_copy_run(struct us_copy *c)
 {
     if (us_passthrough())
         return us_copy_native(c);
+    /* legacy_stream (case E): the copy may go to another stream; a
+     * synchronous one only to the per-thread stream (its _ptds variant) */
+    struct us_legacy_move move = {.ordered = false};
+    if (!us_copy_is_sync(c))
+        c->stream = us_legacy_move_begin(c->stream, us_copy_is_per_thread(c), &move);
+    else if (c->api == US_API_MEMCPY && us_legacy_streamless_to_per_thread(false))
+        c->api = US_API_MEMCPY_PTDS;
     struct us_hang_mark hang;
     cudaStream_t stream = us_copy_stream(c);
     us_hang_enter(&hang, us_copy_api_name(c->api), stream, stream == cudaStreamLegacy);
     cudaError_t result = copy_run(c);
     us_hang_leave(&hang);
+    us_legacy_move_end(&move, result == cudaSuccess);
     return result;
 }
 

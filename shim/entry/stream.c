@@ -11,12 +11,15 @@
  * capture. A new stream is on the current device, which cudaGetDevice tells
  * without touching any stream.
  *
- * Queries and cross-stream waits are not exported: the program reaches the
- * runtime's own, and they observe the shim's rewritten copies because those
- * are ordered into the program's stream. */
+ * Queries are not exported: the program reaches the runtime's own, and they
+ * observe the shim's rewritten copies because those are ordered into the
+ * program's stream. A cross-stream wait passes through, on the stream
+ * legacy_stream moves legacy-stream work to when it is set (later moved work
+ * must wait too: legacy_stream.h). */
 #include "device_state.h"
 #include "engine_late.h"
 #include "export.h"
+#include "legacy_stream.h"
 #include "streams.h"
 
 static bool is_blocking(unsigned flags) { return (flags & cudaStreamNonBlocking) == 0; }
@@ -103,4 +106,25 @@ US_EXPORT cudaError_t cudaStreamSynchronize(cudaStream_t stream)
 US_EXPORT cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t stream)
 {
     return stream_sync(us_real()->cudaStreamSynchronize_ptsz, __func__, true, stream);
+}
+
+static cudaError_t wait_event(cudaError_t (*real_fn)(cudaStream_t, cudaEvent_t, unsigned), bool per_thread,
+                              cudaStream_t stream, cudaEvent_t event, unsigned flags)
+{
+    if (!us_entry_acts(real_fn != NULL))
+        return real_fn != NULL ? real_fn(stream, event, flags) : US_ERR_NO_REAL;
+    struct us_legacy_move move;
+    cudaError_t err = real_fn(us_legacy_move_begin(stream, per_thread, &move), event, flags);
+    us_legacy_move_end(&move, err == cudaSuccess);
+    return err;
+}
+
+US_EXPORT cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags)
+{
+    return wait_event(us_real()->cudaStreamWaitEvent, false, stream, event, flags);
+}
+
+US_EXPORT cudaError_t cudaStreamWaitEvent_ptsz(cudaStream_t stream, cudaEvent_t event, unsigned int flags)
+{
+    return wait_event(us_real()->cudaStreamWaitEvent_ptsz, true, stream, event, flags);
 }
