@@ -189,6 +189,25 @@ def main():
         c.check(f"{'stall' if native_like else 'order'}.E.legacy_waits.{mode}", ok,
                 fmt(x, "kernel_ms", "legacy_done_ms", "nb_done_ms"))
 
+        # the legacy stream's orders a program may rely on, in every mode;
+        # under the remedy, those it keeps (docs/findings.md, case E)
+        e_runs = [("case_e", ("blocking_after", "threads", "wait_event", "sync"))]
+        if mode == "shim":
+            e_runs += [("case_e_ordered", ("blocking_after", "threads", "wait_event", "sync")),
+                       ("case_e_per_thread", ("wait_event", "sync"))]
+        for run, tests in e_runs:
+            for test in tests:
+                x = row(mode, run, "E", test)
+                c.check(f"order.E.{test}.{run}.{mode}", x is not None and x.get("ok") == "1",
+                        fmt(x, "kernel_ms", "done_ms", "ok"))
+        if mode == "shim":
+            for run in ("case_e_ordered", "case_e_per_thread"):
+                x = row(mode, run, "E", "legacy")
+                ok = (x is not None and x.get("ok") == "1"
+                      and num(x, "legacy_done_ms", 1e9) < 0.5 * num(x, "kernel_ms", 0))
+                c.check(f"fixed.E.legacy_moved.{run[len('case_e_'):]}", ok,
+                        fmt(x, "kernel_ms", "legacy_done_ms", "nb_done_ms"))
+
         # --- order and promises, every mode ----------------------------------
         if a is not None:
             ok = num(a, "a_done_ms", 0) >= 0.9 * num(a, "kernel_ms", 1e9)
