@@ -69,7 +69,7 @@ cudaError_t us_copy_run(struct us_copy *c)
      * synchronous one only to the per-thread stream (its _ptds variant) */
     struct us_legacy_move move = {.ordered = false};
     if (!us_copy_is_sync(c))
-        c->stream = us_legacy_move_begin(c->stream, us_copy_is_per_thread(c), &move);
+        c->stream = us_legacy_move_begin(c->stream, us_copy_is_per_thread(c), c->driver_fn != NULL, &move);
     else if (c->api == US_API_MEMCPY && us_legacy_streamless_to_per_thread(false))
         c->api = US_API_MEMCPY_PTDS;
     struct us_hang_mark hang;

@@ -27,7 +27,7 @@ static cudaError_t record(cudaError_t (*real_fn)(cudaEvent_t, cudaStream_t), boo
         return real_fn != NULL ? real_fn(event, stream) : US_ERR_NO_REAL;
     /* a record is no work: later work needs no wait for it (no move end) */
     struct us_legacy_move move;
-    return real_fn(event, us_legacy_move_begin(stream, per_thread, &move));
+    return real_fn(event, us_legacy_move_begin(stream, per_thread, false, &move));
 }
 
 US_EXPORT cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream)

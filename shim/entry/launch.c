@@ -19,7 +19,7 @@ static cudaError_t launch(launch_fn real_fn, const char *api, bool per_thread, c
     if (!us_entry_acts(real_fn != NULL))
         return real_fn != NULL ? real_fn(func, grid, block, args, shared_mem, stream) : US_ERR_NO_REAL;
     struct us_legacy_move move;
-    stream = us_legacy_move_begin(stream, per_thread, &move);
+    stream = us_legacy_move_begin(stream, per_thread, false, &move);
     enum us_stream_kind kind = us_stream_kind_of(stream, per_thread);
     cudaError_t err;
     if (!us_legacy_contended(kind)) {
@@ -78,7 +78,7 @@ static cudaError_t launch_host_fn(host_fn_launch real_fn, bool per_thread, cudaS
     if (!us_entry_acts(true))
         return real_fn(stream, fn, data);
     struct us_legacy_move move;
-    stream = us_legacy_move_begin(stream, per_thread, &move);
+    stream = us_legacy_move_begin(stream, per_thread, false, &move);
     cudaHostFn_t wrapped_fn = fn;
     void *wrapped_data = data;
     bool wrapped = us_hang_wrap_host_fn(fn, data, stream, &wrapped_fn, &wrapped_data);

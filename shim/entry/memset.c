@@ -45,7 +45,7 @@ static cudaError_t memset_async(cudaError_t (*real_fn)(void *, int, size_t, cuda
     if (!us_entry_acts(real_fn != NULL))
         return real_fn != NULL ? real_fn(ptr, value, count, stream) : US_ERR_NO_REAL;
     struct us_legacy_move move;
-    stream = us_legacy_move_begin(stream, per_thread, &move);
+    stream = us_legacy_move_begin(stream, per_thread, false, &move);
     enum us_stream_kind kind = us_stream_kind_of(stream, per_thread);
     cudaError_t err;
     if (!us_legacy_contended(kind)) {

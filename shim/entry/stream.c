@@ -114,7 +114,7 @@ static cudaError_t wait_event(cudaError_t (*real_fn)(cudaStream_t, cudaEvent_t, 
     if (!us_entry_acts(real_fn != NULL))
         return real_fn != NULL ? real_fn(stream, event, flags) : US_ERR_NO_REAL;
     struct us_legacy_move move;
-    cudaError_t err = real_fn(us_legacy_move_begin(stream, per_thread, &move), event, flags);
+    cudaError_t err = real_fn(us_legacy_move_begin(stream, per_thread, false, &move), event, flags);
     us_legacy_move_end(&move, err == cudaSuccess);
     return err;
 }

@@ -80,12 +80,21 @@ static void log_first_move(int mode)
                                           : "each thread's per-thread default stream");
 }
 
-cudaStream_t us_legacy_move_begin(cudaStream_t stream, bool per_thread, struct us_legacy_move *m)
+cudaStream_t us_legacy_move_begin(cudaStream_t stream, bool per_thread, bool via_driver, struct us_legacy_move *m)
 {
     *m = (struct us_legacy_move){.ordered = false, .to = stream, .done = NULL};
     int mode = us_config()->legacy_stream;
     if (mode == US_LEGACY_KEEP || us_stream_kind_of(stream, per_thread) != US_STREAM_LEGACY)
         return stream;
+    if (mode == US_LEGACY_ORDERED && via_driver) {
+        static int logged;
+        us_log_once(&logged, US_LOG_WARN,
+                    "legacy_stream=ordered moves nothing in this program: its stream-0 work reaches unstall at the "
+                    "driver layer (static CUDA runtime or driver API), where kernel launches and event waits are not "
+                    "seen, and a moved copy could pass them; legacy_stream=per_thread is safe there (docs/findings.md, "
+                    "case E)");
+        return stream;
+    }
     if (mode == US_LEGACY_PER_THREAD) {
         m->to = cudaStreamPerThread;
     } else {

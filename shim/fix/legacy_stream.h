@@ -41,8 +41,13 @@ struct us_legacy_move {
 /* The stream to issue a call on that names `stream` (per_thread: whether 0
  * means the per-thread stream in this API): `stream` itself, unless it is
  * the legacy stream and legacy_stream moves it. One load when the option is
- * off. Call us_legacy_move_end after issuing, whatever the result. */
-cudaStream_t us_legacy_move_begin(cudaStream_t stream, bool per_thread, struct us_legacy_move *m);
+ * off. Call us_legacy_move_end after issuing, whatever the result.
+ * via_driver: the call came in at the driver layer (a static runtime's or a
+ * driver-API program's). ordered moves none of those: such a program's
+ * kernel launches, memsets and event waits on stream 0 reach libcuda through
+ * functions the shim does not wrap, and a moved copy would pass them (a
+ * kernel writing a buffer, then the copy reading it). */
+cudaStream_t us_legacy_move_begin(cudaStream_t stream, bool per_thread, bool via_driver, struct us_legacy_move *m);
 
 /* After the moved call (issued: it succeeded and put work on the stream):
  * ordered, the legacy stream waits for it. */

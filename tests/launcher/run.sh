@@ -94,6 +94,14 @@ else
         *) fail scenario_runs_under_launcher "$(printf '%s' "$out" | tail -2)" ;;
     esac
 fi
+if [ "${TEST_SANITIZER:-}" != tsan ]; then
+    # --legacy-stream: case E's legacy work no longer waits for the blocking stream
+    out=$(env -u LD_LIBRARY_PATH ${SAN_PRELOAD:+LD_PRELOAD="$SAN_PRELOAD"} SCN_E_KERNEL_MS=100 "$root/tools/unstall" \
+        --lib "$shim" --legacy-stream ordered "$build/scenarios/case_e_legacy" legacy 2>&1)
+    done_ms=$(printf '%s\n' "$out" | sed -n 's/.*test=legacy .*legacy_done_ms=\([0-9.]*\).* ok=1.*/\1/p')
+    if [ -n "$done_ms" ] && [ "${done_ms%%.*}" -lt 50 ]; then pass launcher_legacy_stream_flag
+    else fail launcher_legacy_stream_flag "legacy_done_ms=${done_ms:-none}: $(printf '%s' "$out" | grep RESULT)"; fi
+fi
 # a library path LD_PRELOAD cannot hold (space, colon) is refused, not
 # silently left out of the program
 mkdir -p "$work/a b" && cp "$shim" "$work/a b/libunstall.so"

@@ -141,7 +141,12 @@ static void test_sync(const struct order_bufs *b)
     scn_kernel_sleep(0, ORDER_KERNEL_MS);
     SCN_CK(cudaMemsetAsync(b->buf, 0x5A, b->n, 0));
     SCN_CK(cudaStreamSynchronize(0));
-    SCN_CK(cudaMemcpy(b->pinned, b->buf, b->n, cudaMemcpyDeviceToHost));
+    /* read back on a stream that orders with nothing: only the host wait did */
+    cudaStream_t reader;
+    SCN_CK(cudaStreamCreateWithFlags(&reader, cudaStreamNonBlocking));
+    SCN_CK(cudaMemcpyAsync(b->pinned, b->buf, b->n, cudaMemcpyDeviceToHost, reader));
+    SCN_CK(cudaStreamSynchronize(reader));
+    SCN_CK(cudaStreamDestroy(reader));
     order_result("sync", b, t0);
 }
 

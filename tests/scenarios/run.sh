@@ -10,7 +10,8 @@
 #   SCN_EXPECT_FIXED  checks that the shim removes the stalls: 1 (default) all,
 #                     0 none, or a comma separated list of their names
 #                     (A.stall,A.call,B.held_small,B.held_large,
-#                     C.launch_latency,C.seed004,C.seed004_1m)
+#                     C.launch_latency,C.seed004,C.seed004_1m,E.ordered,
+#                     E.per_thread)
 #   SCN_MODES         the modes to run (default "native fix0 disabled shim")
 #   SCN_KEEP=1        keep BUILD_DIR/scenario-runs (it is rewritten each run anyway)
 #   SCN_BIN           the programs' folder (default BUILD_DIR/scenarios)
