@@ -59,5 +59,11 @@ for mode in $modes; do
     [ "$mode" = native ] || run "$mode" case_d_fixed UNSTALL_FIX_BUSY_D2D=1 "$bin/case_d_busy_d2d" \
         bursts_primary_idle bursts_primary_busy bursts_created_idle bursts_created_busy
     run "$mode" case_e "$bin/case_e_legacy"
+    # the case E remedy (legacy_stream, off by default), under the shim only:
+    # the order tests that per_thread drops by design are left out of its run
+    if [ "$mode" != native ]; then
+        run "$mode" case_e_ordered UNSTALL_LEGACY_STREAM=ordered "$bin/case_e_legacy"
+        run "$mode" case_e_per_thread UNSTALL_LEGACY_STREAM=per_thread "$bin/case_e_legacy" legacy wait_event sync
+    fi
     run "$mode" case_clean "$bin/case_clean"
 done

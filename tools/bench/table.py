@@ -81,6 +81,16 @@ def remedy_field(ctx, load):
     return get
 
 
+def remedy_run_field(run, case, test, key):
+    """Native: the plain run of the case; unstall: the remedy's run (the
+    shim's directory only has it)."""
+    def get(runs):
+        r = runs.get(run) or runs.get(f"case_{case.lower()}")
+        x = r.row(case, test) if r else None
+        return num(x, key), x
+    return get
+
+
 def rows():
     A = ["peer_async", "memcpy_default"]
     return [
@@ -143,6 +153,10 @@ def rows():
     ] + [
         Row(lambda x: f"E: legacy-stream kernel behind a {kms(x)} kernel on a blocking stream: done at",
             field("case_e", "E", "legacy", "legacy_done_ms"), "ms", "lower"),
+    ] + [
+        Row((lambda m: lambda x: f"E: the same, legacy_stream={m} (unstall column): done at")(mode),
+            remedy_run_field(f"case_e_{mode}", "E", "legacy", "legacy_done_ms"), "ms", "lower")
+        for mode in ("ordered", "per_thread")
     ]
 
 
