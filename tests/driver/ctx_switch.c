@@ -6,7 +6,8 @@
  *             the stream, the H2D is queued behind it, the other context
  *             copies, then both D2H back
  *   recreate  three rounds of: cuCtxCreate, H2D and D2H (asynchronous and
- *             synchronous), a peer copy when there are two devices,
+ *             synchronous, on a stream and on stream 0), a peer copy when
+ *             there are two devices,
  *             cuCtxDestroy. A new context may get the address of the one
  *             destroyed before (FAKECUDA_CTX_REUSE=1 makes the simulated
  *             driver do so); the program prints how many rounds did on
@@ -181,6 +182,14 @@ static void run_recreate(CUdevice dev, int ndev)
         CHECK_RT(cudaMemcpy(s.back, s.dev, BYTES, cudaMemcpyDeviceToHost));
         expect_same(s.src, s.back, BYTES, "cudaMemcpy in a new context");
         expect_current(ctx, "cudaMemcpy in a new context");
+        /* on the legacy stream (legacy_stream moves it to a stream of this context) */
+        fill(s.src, BYTES, round + 31);
+        CHECK_RT(cudaMemcpyAsync(s.dev, s.src, BYTES, cudaMemcpyHostToDevice, 0));
+        memset(s.back, 0, BYTES);
+        CHECK_RT(cudaMemcpyAsync(s.back, s.dev, BYTES, cudaMemcpyDeviceToHost, 0));
+        CHECK_RT(cudaStreamSynchronize(0));
+        expect_same(s.src, s.back, BYTES, "stream-0 copies in a new context");
+        expect_current(ctx, "stream-0 copies in a new context");
         if (d1 != NULL) {
             /* there and back through device 1's primary context */
             CHECK_RT(cudaMemcpyPeerAsync(d1, 1, s.dev, 0, BYTES, s.stream));

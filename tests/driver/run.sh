@@ -174,6 +174,13 @@ if run "$name" ok FAKECUDA_CTX_REUSE=1 LD_PRELOAD="$preload" UNSTALL_REPORT="$wo
             ${peer:+--fixed-at-least staged_peer:cudaMemcpyPeerAsync:6}
     fi
 fi
+# the case E remedy's per-context stream: made in each new context, never the
+# destroyed one's (at the same address)
+for mode in ordered per_thread; do
+    name=ctx_recreate-legacy-$mode
+    run "$name" ok FAKECUDA_CTX_REUSE=1 LD_PRELOAD="$preload" UNSTALL_LEGACY_STREAM=$mode "$work/ctx_switch" recreate &&
+        pass "$name"
+done
 
 # Safety: a program that never uses CUDA, under the shim and a second
 # preload that finds its puts with dlsym(RTLD_NEXT) (the shim's dlsym must
