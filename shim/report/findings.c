@@ -10,6 +10,7 @@
  * outside the lock, only for a warn line, a strict-mode message, an
  * allow-list pattern or the report. */
 #include "findings.h"
+#include "findings_rings.h"
 
 #include "config.h"
 #include "findings_rows.h"
@@ -17,7 +18,11 @@
 
 bool us_findings_wanted(void) { return us_config()->mode != US_MODE_OFF; }
 
-void us_findings_prepare(void) { us_callsite_prepare(); }
+void us_findings_prepare(void)
+{
+    us_callsite_prepare();
+    us_findings_rings_prepare();
+}
 
 void us_findings_record(const struct us_finding *f, const struct us_site *site)
 {

@@ -28,10 +28,15 @@ int us_findings_thread_id(void)
     return tid;
 }
 
-void us_findings_event_push(const struct us_report_event *event)
+void us_findings_rings_prepare(void)
 {
     if (events == NULL)
         events = calloc(EVENTS_MAX, sizeof *events);
+}
+
+void us_findings_event_push(const struct us_report_event *event)
+{
+    us_findings_rings_prepare();
     if (events != NULL) {
         events[event_total % EVENTS_MAX] = *event;
         event_total++;

@@ -17,6 +17,11 @@
 /* The calling thread's id (gettid), cached per thread. */
 int us_findings_thread_id(void);
 
+/* Allocates the findings' event ring now (the shim's start) rather than in
+ * the first finding's call; a push allocates it too when this was not run.
+ * Not thread-safe: called before any finding can be recorded. */
+void us_findings_rings_prepare(void);
+
 /* The event ring is guarded by the rows' lock (findings_rows.h: an event
  * names its row by id): these three are called with us_findings_lock held. */
 void us_findings_event_push(const struct us_report_event *event);
