@@ -71,7 +71,7 @@ P2P_FAKE_PROBE := $(BUILD)/p2pcheck/fake/probe
 STRESS_SRC := tests/stress/stress.c
 STRESS_DEPS := $(STRESS_SRC) tests/stress/stress_kernels.h
 
-.PHONY: all shim fakecuda scenarios check unit demo gpu-test bench compat deps clean docs test-bins sanitize-bins sanitize
+.PHONY: all shim fakecuda scenarios check unit demo gpu-test bench compat compat-progs deps clean docs test-bins sanitize-bins sanitize
 all: shim fakecuda scenarios
 
 shim: $(SHIM)
@@ -257,6 +257,10 @@ torch-test:
 # NVIDIA cuda-samples natively and under the shim (GPU; CUDA_SAMPLES=checkout)
 compat: shim
 	@sh tools/compat/run.sh $(BUILD)
+
+# the project's own compatibility programs (tests/compat; GPU, nvcc): also in gpu-test
+compat-progs: shim
+	@sh tests/compat/run.sh $(BUILD)
 
 bench: shim $(SCN_GPU_BIN) $(SCN_GPU_STATIC_BIN)
 	@sh tools/bench/run.sh $(BUILD)

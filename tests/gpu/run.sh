@@ -96,6 +96,11 @@ sh "$root/tests/launcher/run.sh" "$build" gpu >"$out/launcher.txt" 2>&1
 launcher_rc=$?
 grep -v '^PASS' "$out/launcher.txt"
 
+echo "gpu-test: the compatibility programs (tests/compat: natively, under the shim, under each legacy_stream remedy)"
+sh "$root/tests/compat/run.sh" "$build" >"$out/compat-progs.txt" 2>&1
+compat_rc=$?
+cat "$out/compat-progs.txt"
+
 echo "gpu-test: random-copy stress (tests/stress/gpu.sh)"
 sh "$root/tests/stress/gpu.sh" "$build" "$out"
 stress_rc=$?
@@ -109,6 +114,7 @@ rc=$?
 [ "$stress_rc" -eq 0 ] || rc=1
 [ "$driver_rc" -eq 0 ] || rc=1
 [ "$launcher_rc" -eq 0 ] || rc=1
+[ "$compat_rc" -eq 0 ] || rc=1
 echo
 python3 "$root/tools/bench/table.py" --all "$out/native" "$out/shim" 2>/dev/null || true
 echo "gpu-test: outputs in $out"
