@@ -3,12 +3,13 @@
  *
  * ordered keeps, per context (context.h's table: a context made again at a
  * destroyed one's address gets another id, so nothing of the old one is
- * used), one non-blocking stream for the moved work, made on first need
- * under a mutex and read without one after; and per thread and context one
- * event that marks the end of the thread's latest moved operation for the
- * legacy stream to wait on (the wait takes the event's state when it is
- * enqueued, so the thread records it again next time). Handles of a gone
- * context are never called: an entry whose id differs is made anew. */
+ * used), one non-blocking stream for the moved work and one event that marks
+ * the end of the latest moved operation for the legacy stream to wait on,
+ * made on first need under a mutex and read without one after. The record
+ * and the wait are one step under the context's mutex (the wait takes the
+ * event's state when it is enqueued, so it can be recorded again at once);
+ * only programs that asked for ordered take it. Handles of a gone context
+ * are never called: an entry whose id differs is made anew. */
 #include "legacy_stream.h"
 
 #include <pthread.h>
@@ -23,50 +24,51 @@
 
 static atomic_ullong moved;
 
-struct ordered_stream {
-    _Atomic uint64_t ctx_id; /* 0: none yet; written after stream */
+struct ordered_target {
+    _Atomic uint64_t ctx_id; /* 0: none yet; written after the handles */
     cudaStream_t stream;
+    cudaEvent_t done;
+    pthread_mutex_t mark_mu; /* one record-and-wait at a time */
 };
-static struct ordered_stream ordered_streams[US_MAX_CONTEXTS];
-static pthread_mutex_t ordered_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct ordered_target targets[US_MAX_CONTEXTS];
+static pthread_mutex_t make_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t targets_once = PTHREAD_ONCE_INIT;
 
-struct thread_event {
-    uint64_t ctx_id;
-    cudaEvent_t event;
-};
-static __thread struct thread_event thread_events[US_MAX_CONTEXTS];
-
-static cudaStream_t ordered_stream_of(const struct us_ctx *ctx)
+static void init_targets(void)
 {
-    struct ordered_stream *slot = &ordered_streams[ctx->index];
-    if (atomic_load_explicit(&slot->ctx_id, memory_order_acquire) == ctx->id)
-        return slot->stream;
-    cudaStream_t stream = NULL;
-    pthread_mutex_lock(&ordered_mu);
-    if (atomic_load_explicit(&slot->ctx_id, memory_order_relaxed) == ctx->id) {
-        stream = slot->stream;
-    } else if (us_real()->cudaStreamCreateWithFlags != NULL &&
-               us_real()->cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess) {
-        slot->stream = stream;
-        atomic_store_explicit(&slot->ctx_id, ctx->id, memory_order_release);
-    } else {
-        stream = NULL;
-    }
-    pthread_mutex_unlock(&ordered_mu);
-    return stream;
+    for (unsigned i = 0; i < US_MAX_CONTEXTS; i++)
+        pthread_mutex_init(&targets[i].mark_mu, NULL);
 }
 
-static cudaEvent_t thread_event_of(const struct us_ctx *ctx)
+static bool make_target(struct ordered_target *t, uint64_t ctx_id)
 {
-    struct thread_event *te = &thread_events[ctx->index];
-    if (te->ctx_id == ctx->id)
-        return te->event;
-    cudaEvent_t event = NULL;
-    if (us_real()->cudaEventCreateWithFlags == NULL ||
-        us_real()->cudaEventCreateWithFlags(&event, cudaEventDisableTiming) != cudaSuccess)
-        return NULL;
-    *te = (struct thread_event){.ctx_id = ctx->id, .event = event};
-    return event;
+    const struct us_real_api *real = us_real();
+    cudaStream_t stream = NULL;
+    cudaEvent_t done = NULL;
+    if (real->cudaStreamCreateWithFlags == NULL || real->cudaEventCreateWithFlags == NULL ||
+        real->cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess)
+        return false;
+    if (real->cudaEventCreateWithFlags(&done, cudaEventDisableTiming) != cudaSuccess) {
+        real->cudaStreamDestroy(stream);
+        return false;
+    }
+    t->stream = stream;
+    t->done = done;
+    atomic_store_explicit(&t->ctx_id, ctx_id, memory_order_release);
+    return true;
+}
+
+/* The context's target, made on first need; NULL when it cannot be made. */
+static struct ordered_target *target_of(const struct us_ctx *ctx)
+{
+    struct ordered_target *t = &targets[ctx->index];
+    if (atomic_load_explicit(&t->ctx_id, memory_order_acquire) == ctx->id)
+        return t;
+    pthread_once(&targets_once, init_targets);
+    pthread_mutex_lock(&make_mu);
+    bool ready = atomic_load_explicit(&t->ctx_id, memory_order_relaxed) == ctx->id || make_target(t, ctx->id);
+    pthread_mutex_unlock(&make_mu);
+    return ready ? t : NULL;
 }
 
 static void log_first_move(int mode)
@@ -82,29 +84,28 @@ static void log_first_move(int mode)
 
 cudaStream_t us_legacy_move_begin(cudaStream_t stream, bool per_thread, bool via_driver, struct us_legacy_move *m)
 {
-    *m = (struct us_legacy_move){.ordered = false, .to = stream, .done = NULL};
+    *m = (struct us_legacy_move){.ordered = false, .to = stream, .target = NULL};
     int mode = us_config()->legacy_stream;
     if (mode == US_LEGACY_KEEP || us_stream_kind_of(stream, per_thread) != US_STREAM_LEGACY)
         return stream;
     if (mode == US_LEGACY_ORDERED && via_driver) {
         static int logged;
         us_log_once(&logged, US_LOG_WARN,
-                    "legacy_stream=ordered moves nothing in this program: its stream-0 work reaches unstall at the "
-                    "driver layer (static CUDA runtime or driver API), where kernel launches and event waits are not "
-                    "seen, and a moved copy could pass them; legacy_stream=per_thread is safe there (docs/findings.md, "
-                    "case E)");
+                    "legacy_stream=ordered leaves stream-0 copies that reach unstall at the driver layer (a static CUDA "
+                    "runtime's or a driver-API call's) where they are: kernel launches and event waits on stream 0 "
+                    "are not seen there, and a moved copy could pass them; legacy_stream=per_thread moves them "
+                    "safely (docs/findings.md, case E)");
         return stream;
     }
     if (mode == US_LEGACY_PER_THREAD) {
         m->to = cudaStreamPerThread;
     } else {
         const struct us_ctx *ctx = us_context_this();
-        cudaStream_t to = ctx != NULL ? ordered_stream_of(ctx) : NULL;
-        cudaEvent_t done = to != NULL ? thread_event_of(ctx) : NULL;
-        if (done == NULL)
+        struct ordered_target *t = ctx != NULL ? target_of(ctx) : NULL;
+        if (t == NULL)
             return stream; /* nothing made: the call stays where it was */
-        m->to = to;
-        m->done = done;
+        m->to = t->stream;
+        m->target = t;
         m->ordered = true;
     }
     log_first_move(mode);
@@ -116,8 +117,13 @@ void us_legacy_move_end(const struct us_legacy_move *m, bool issued)
 {
     if (!m->ordered || !issued)
         return;
-    if (us_real()->cudaEventRecord(m->done, m->to) != cudaSuccess ||
-        us_real()->cudaStreamWaitEvent(cudaStreamLegacy, m->done, 0) != cudaSuccess) {
+    struct ordered_target *t = m->target;
+    const struct us_real_api *real = us_real();
+    pthread_mutex_lock(&t->mark_mu);
+    bool marked = real->cudaEventRecord(t->done, t->stream) == cudaSuccess &&
+                  real->cudaStreamWaitEvent(cudaStreamLegacy, t->done, 0) == cudaSuccess;
+    pthread_mutex_unlock(&t->mark_mu);
+    if (!marked) {
         static int logged;
         us_log_once(&logged, US_LOG_WARN,
                     "legacy_stream=ordered: the legacy stream could not be made to wait for moved work; later "

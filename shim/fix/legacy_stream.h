@@ -32,10 +32,12 @@
 #include <cuda_runtime_api.h>
 #include <stdbool.h>
 
+struct ordered_target;
+
 struct us_legacy_move {
     bool ordered; /* us_legacy_move_end records and makes the legacy stream wait */
     cudaStream_t to;
-    cudaEvent_t done; /* ordered: the calling thread's event in this context */
+    struct ordered_target *target; /* ordered: the context's stream and event */
 };
 
 /* The stream to issue a call on that names `stream` (per_thread: whether 0
