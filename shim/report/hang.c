@@ -200,9 +200,14 @@ static void *watchdog(void *arg)
     }
 }
 
+/* The explanation names call sites with file:line, and libdw's line-table
+ * reading takes much stack (a 256 KiB stack overflowed in it under TSan): as
+ * much as the report at exit has on the main thread's, reserved, not used. */
+#define WATCHDOG_STACK_BYTES ((size_t)8 << 20)
+
 static void start_watchdog(void)
 {
-    if (us_thread_start(watchdog, NULL, 256 << 10, "unstall-hang") != 0)
+    if (us_thread_start(watchdog, NULL, WATCHDOG_STACK_BYTES, "unstall-hang") != 0)
         us_log(US_LOG_WARN, "hang_report_s: the watchdog thread could not start; no hang will be explained");
 }
 
