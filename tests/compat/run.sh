@@ -19,14 +19,21 @@ shim=$build/libunstall.so
 [ -f "$shim" ] || { echo "compat-progs: missing $shim (make shim)"; exit 2; }
 nvidia-smi -L >/dev/null 2>&1 || { echo "compat-progs: no GPU here (nvidia-smi -L failed)"; exit 2; }
 cap=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d '.')
-rm -rf "$out"; mkdir -p "$out/bin"
+# programs built before (where nvcc ran elsewhere: a carried build folder)
+# are kept when newer than their sources; every other output is made anew
+bin=$out/bin-sm_$cap # per architecture, so that a carried build serves only its own
+mkdir -p "$bin"
+find "$out" -maxdepth 1 -type f -delete
 
 names=${COMPAT_ONLY:-$(cd "$here" && ls *.cu | sed 's/\.cu$//')}
 for name in $names; do
+    if [ "$bin/$name" -nt "$here/$name.cu" ] && [ "$bin/$name" -nt "$here/compat.h" ]; then
+        continue
+    fi
     extra=""
     [ "$name" = omp_devices ] && extra="-Xcompiler -fopenmp"
     # shellcheck disable=SC2086 # extra is words
-    "$cuda/bin/nvcc" -cudart shared -arch="sm_$cap" -O2 $extra -o "$out/bin/$name" "$here/$name.cu" \
+    "$cuda/bin/nvcc" -cudart shared -arch="sm_$cap" -O2 $extra -o "$bin/$name" "$here/$name.cu" \
         >"$out/$name.build" 2>&1 || echo "compat-progs: $name does not build (see $out/$name.build)"
 done
 
@@ -45,8 +52,8 @@ for name in $names; do
             *) set -- env LD_PRELOAD="$shim" UNSTALL_LEGACY_STREAM="$mode" ;;
         esac
         start=$(date +%s%N)
-        if [ -x "$out/bin/$name" ]; then
-            "$@" timeout -k 5 "$limit" "$out/bin/$name" >"$out/$name.$mode.out" 2>"$out/$name.$mode.err"
+        if [ -x "$bin/$name" ]; then
+            "$@" timeout -k 5 "$limit" "$bin/$name" >"$out/$name.$mode.out" 2>"$out/$name.$mode.err"
             rc=$?
         else
             rc=127
