@@ -13,6 +13,7 @@ _Atomic int us_state_bypass = -1;
 _Thread_local int us_state_depth;
 _Atomic int us_state_hooked;
 _Atomic int us_state_driver_layer;
+_Atomic unsigned long long us_state_legacy_moved;
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static void (*_Atomic start_hook)(void);
 

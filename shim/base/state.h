@@ -64,6 +64,18 @@ static inline bool us_state_driver_layer_used(void)
     return atomic_load_explicit(&us_state_driver_layer, memory_order_relaxed) != 0;
 }
 
+/* Calls legacy_stream moved off the legacy default stream (the report says
+ * how many, and under which choice). */
+extern _Atomic unsigned long long us_state_legacy_moved;
+static inline void us_state_note_legacy_moved(void)
+{
+    atomic_fetch_add_explicit(&us_state_legacy_moved, 1, memory_order_relaxed);
+}
+static inline unsigned long long us_state_legacy_moved_count(void)
+{
+    return atomic_load_explicit(&us_state_legacy_moved, memory_order_relaxed);
+}
+
 static inline uint64_t us_now_ns(void)
 {
     struct timespec ts;

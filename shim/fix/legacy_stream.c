@@ -21,8 +21,7 @@
 #include "context.h"
 #include "log.h"
 #include "real.h"
-
-static atomic_ullong moved;
+#include "state.h"
 
 struct ordered_target {
     _Atomic uint64_t ctx_id; /* 0: none yet; written after the handles */
@@ -109,7 +108,7 @@ cudaStream_t us_legacy_move_begin(cudaStream_t stream, bool per_thread, bool via
         m->ordered = true;
     }
     log_first_move(mode);
-    atomic_fetch_add_explicit(&moved, 1, memory_order_relaxed);
+    us_state_note_legacy_moved();
     return m->to;
 }
 
@@ -136,11 +135,6 @@ bool us_legacy_streamless_to_per_thread(bool per_thread)
     if (per_thread || us_config()->legacy_stream != US_LEGACY_PER_THREAD)
         return false;
     log_first_move(US_LEGACY_PER_THREAD);
-    atomic_fetch_add_explicit(&moved, 1, memory_order_relaxed);
+    us_state_note_legacy_moved();
     return true;
-}
-
-unsigned long long us_legacy_moved_count(void)
-{
-    return atomic_load_explicit(&moved, memory_order_relaxed);
 }

@@ -61,7 +61,4 @@ void us_legacy_move_end(const struct us_legacy_move *m, bool issued);
  * caller until done, and the legacy stream comes after the moved work. */
 bool us_legacy_streamless_to_per_thread(bool per_thread);
 
-/* Calls moved so far (the report, tests). */
-unsigned long long us_legacy_moved_count(void);
-
 #endif

@@ -78,6 +78,8 @@ struct us_report *us_findings_collect(void)
     r->hooked = us_state_was_hooked();
     us_cuda_use_probe(r->hooked, &r->cuda);
     r->driver_layer = us_state_driver_layer_used();
+    r->legacy_moved = us_state_legacy_moved_count();
+    r->legacy_stream = us_config_choice_name(US_OPTION_ID_legacy_stream, us_config()->legacy_stream);
     r->origin_mono_ns = origin_mono_ns;
     r->origin_real_ns = origin_real_ns;
     r->now_mono_ns = us_now_ns();

@@ -260,6 +260,9 @@ char *us_report_text(const struct us_report *r, unsigned top)
 
     if (r->driver_layer)
         buf_printf(&b, "%s%s\n", pre, us_report_driver_layer_reach);
+    if (r->legacy_moved > 0)
+        buf_printf(&b, "%slegacy_stream=%s moved %llu calls off the legacy default stream (docs/findings.md, case E)\n",
+                   pre, r->legacy_stream != NULL ? r->legacy_stream : "?", r->legacy_moved);
     if (!r->hooked) {
         switch (r->cuda.use) {
         case US_CUDA_USE_RUNTIME_IDLE:
@@ -434,7 +437,9 @@ char *us_report_json(const struct us_report *r)
         buf_json_string(&b, us_report_driver_layer_reach);
     else
         buf_printf(&b, "null");
-    buf_printf(&b, ",\n");
+    buf_printf(&b, ",\n  \"legacy_stream\": ");
+    buf_json_string(&b, r->legacy_stream != NULL ? r->legacy_stream : "keep");
+    buf_printf(&b, ",\n  \"legacy_moved\": %llu,\n", r->legacy_moved);
     buf_printf(&b, "  \"clock\": {\"monotonic_ns\": %llu, \"realtime_ns\": %llu},\n",
                (unsigned long long)r->origin_mono_ns, (unsigned long long)r->origin_real_ns);
     buf_printf(&b, "  \"ended_ns\": %llu,\n", (unsigned long long)r->now_mono_ns);

@@ -65,6 +65,8 @@ struct us_report {
     bool hooked;          /* any CUDA runtime call reached the shim */
     struct us_cuda_use_info cuda; /* how CUDA was used, when not hooked */
     bool driver_layer;    /* a call was handled at the driver layer (shim/entry_driver) */
+    unsigned long long legacy_moved; /* calls legacy_stream moved off the legacy stream */
+    const char *legacy_stream;       /* the option's choice ("keep", "ordered", "per_thread") */
     uint64_t origin_mono_ns, origin_real_ns; /* one instant on both clocks */
     uint64_t now_mono_ns; /* when the report was taken */
     struct us_report_row *rows; /* sorted: most time held first */
