@@ -702,7 +702,8 @@ const char *us_config_choice_name(enum us_option_id option, int value)
 
 /* --- the process's configuration ------------------------------------------------- */
 
-static struct us_config us_process_config;
+struct us_config us_config_loaded;
+atomic_bool us_config_ready;
 static enum us_option_source us_process_sources[sizeof us_options / sizeof us_options[0]];
 static char us_process_file[US_CONFIG_STRING_MAX]; /* the UNSTALL_CONFIG read, for the dump */
 static pthread_once_t us_config_once = PTHREAD_ONCE_INIT;
@@ -781,9 +782,9 @@ static void us_load_process_config(void)
         snprintf(us_process_file, sizeof us_process_file, "%s", path);
         text = us_read_file(path);
     }
-    us_config_load(&us_process_config, us_process_sources, environ, text, path);
+    us_config_load(&us_config_loaded, us_process_sources, environ, text, path);
     free(text);
-    if (us_process_config.verbose)
+    if (us_config_loaded.verbose)
         atomic_store(&us_config_dump_pending, true);
     us_config_loading_here = false;
 }
@@ -795,19 +796,23 @@ static void us_config_dump(void)
     us_log(US_LOG_INFO, "configuration (file: %s):", us_process_file[0] != '\0' ? us_process_file : "none");
     for (size_t i = 0; i < us_option_count; i++) {
         char value[US_SHOWN_MAX + 8];
-        us_format_value(&us_process_config, i, value, sizeof value);
+        us_format_value(&us_config_loaded, i, value, sizeof value);
         us_log(US_LOG_INFO, "  %-16s = %-10s (%s)", us_options[i].name, value,
                us_source_name(us_process_sources[i]));
     }
 }
 
-const struct us_config *us_config(void)
+const struct us_config *us_config_slow(void)
 {
     pthread_once(&us_config_once, us_load_process_config);
     if (__builtin_expect(atomic_load_explicit(&us_config_dump_pending, memory_order_relaxed), 0) &&
         atomic_exchange(&us_config_dump_pending, false))
         us_config_dump();
-    return &us_process_config;
+    /* from now on callers take the inline path; the dump (verbose) is
+     * printed by the one caller that took it, before its first hook acts */
+    if (!atomic_load_explicit(&us_config_dump_pending, memory_order_relaxed) && !us_config_loading_here)
+        atomic_store_explicit(&us_config_ready, true, memory_order_release);
+    return &us_config_loaded;
 }
 
 /* The log's view of the configuration (log.h): the log does not include
@@ -840,7 +845,7 @@ enum us_option_source us_config_source(size_t option_index)
 void us_config_set(const struct us_config *cfg)
 {
     pthread_once(&us_config_once, us_load_process_config);
-    us_process_config = *cfg;
+    us_config_loaded = *cfg;
 }
 
 /* --- rank and host, for %r and %h in paths ---------------------------------------- */

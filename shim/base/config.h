@@ -8,6 +8,7 @@
 #ifndef UNSTALL_CONFIG_H
 #define UNSTALL_CONFIG_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -62,8 +63,17 @@ const char *us_config_choice_name(enum us_option_id option, int value);
 
 /* The process's configuration, loaded on first call (thread-safe). With
  * option verbose, the first caller after the load logs every option's value
- * and source at level info. */
-const struct us_config *us_config(void);
+ * and source at level info. Once both are done a call is one load: every
+ * hook asks, so it is inline (us_config_slow does the rest). */
+extern struct us_config us_config_loaded; /* written before us_config_ready */
+extern atomic_bool us_config_ready;
+const struct us_config *us_config_slow(void);
+static inline const struct us_config *us_config(void)
+{
+    if (__builtin_expect(atomic_load_explicit(&us_config_ready, memory_order_acquire), 1))
+        return &us_config_loaded;
+    return us_config_slow();
+}
 
 /* The process's rank for %r in paths and the report: the first of RANK,
  * SLURM_PROCID, OMPI_COMM_WORLD_RANK, PMI_RANK, PMIX_RANK and, last,

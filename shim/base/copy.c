@@ -31,18 +31,6 @@ const char *us_copy_path_name(enum us_copy_path path)
     }
 }
 
-/* The driver copies' function types, one per shape (copy.h). */
-typedef CUresult (*drv_HTOD_fn)(US_DRV_PARAMS_HTOD);
-typedef CUresult (*drv_DTOH_fn)(US_DRV_PARAMS_DTOH);
-typedef CUresult (*drv_DTOD_fn)(US_DRV_PARAMS_DTOD);
-typedef CUresult (*drv_ANY_fn)(US_DRV_PARAMS_ANY);
-typedef CUresult (*drv_PEER_fn)(US_DRV_PARAMS_PEER);
-typedef CUresult (*drv_HTOD_ASYNC_fn)(US_DRV_PARAMS_HTOD_ASYNC);
-typedef CUresult (*drv_DTOH_ASYNC_fn)(US_DRV_PARAMS_DTOH_ASYNC);
-typedef CUresult (*drv_DTOD_ASYNC_fn)(US_DRV_PARAMS_DTOD_ASYNC);
-typedef CUresult (*drv_ANY_ASYNC_fn)(US_DRV_PARAMS_ANY_ASYNC);
-typedef CUresult (*drv_PEER_ASYNC_fn)(US_DRV_PARAMS_PEER_ASYNC);
-
 static cudaError_t native_call(const struct us_copy *c)
 {
     const struct us_real_api *real = us_real();
@@ -53,7 +41,7 @@ static cudaError_t native_call(const struct us_copy *c)
 #undef NATIVE_CALL
     /* the driver's codes are the runtime's numbers for every code a copy returns */
 #define DRIVER_CALL(id, fn, sync, per_thread, shape) \
-    case id: return c->driver_fn != NULL ? (cudaError_t)((drv_##shape##_fn)c->driver_fn) US_DRV_ARGS_##shape : US_ERR_NO_REAL;
+    case id: return c->driver_fn != NULL ? (cudaError_t)((us_drv_##shape##_fn)c->driver_fn) US_DRV_ARGS_##shape : US_ERR_NO_REAL;
     US_DRIVER_COPY_APIS(DRIVER_CALL)
 #undef DRIVER_CALL
     default: return cudaErrorInvalidValue;

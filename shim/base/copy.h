@@ -97,6 +97,30 @@
 #define US_DRV_ARGS_PEER_ASYNC \
     (US_DPTR_OF(c->dst), c->peer_dst_ctx, US_DPTR_OF(c->src), c->peer_src_ctx, c->bytes, (CUstream)c->stream)
 
+/* The driver copies' function types, one per shape, and their parameters'
+ * names as the arguments of a call (a wrapper passing its call on as it
+ * came). */
+typedef CUresult (*us_drv_HTOD_fn)(US_DRV_PARAMS_HTOD);
+typedef CUresult (*us_drv_DTOH_fn)(US_DRV_PARAMS_DTOH);
+typedef CUresult (*us_drv_DTOD_fn)(US_DRV_PARAMS_DTOD);
+typedef CUresult (*us_drv_ANY_fn)(US_DRV_PARAMS_ANY);
+typedef CUresult (*us_drv_PEER_fn)(US_DRV_PARAMS_PEER);
+typedef CUresult (*us_drv_HTOD_ASYNC_fn)(US_DRV_PARAMS_HTOD_ASYNC);
+typedef CUresult (*us_drv_DTOH_ASYNC_fn)(US_DRV_PARAMS_DTOH_ASYNC);
+typedef CUresult (*us_drv_DTOD_ASYNC_fn)(US_DRV_PARAMS_DTOD_ASYNC);
+typedef CUresult (*us_drv_ANY_ASYNC_fn)(US_DRV_PARAMS_ANY_ASYNC);
+typedef CUresult (*us_drv_PEER_ASYNC_fn)(US_DRV_PARAMS_PEER_ASYNC);
+#define US_DRV_NAMES_HTOD (dst, src, bytes)
+#define US_DRV_NAMES_DTOH (dst, src, bytes)
+#define US_DRV_NAMES_DTOD (dst, src, bytes)
+#define US_DRV_NAMES_ANY (dst, src, bytes)
+#define US_DRV_NAMES_PEER (dst, dst_ctx, src, src_ctx, bytes)
+#define US_DRV_NAMES_HTOD_ASYNC (dst, src, bytes, stream)
+#define US_DRV_NAMES_DTOH_ASYNC (dst, src, bytes, stream)
+#define US_DRV_NAMES_DTOD_ASYNC (dst, src, bytes, stream)
+#define US_DRV_NAMES_ANY_ASYNC (dst, src, bytes, stream)
+#define US_DRV_NAMES_PEER_ASYNC (dst, dst_ctx, src, src_ctx, bytes, stream)
+
 enum us_copy_api {
 #define US_COPY_API_ENUM(id, fn, sync, per_thread, args) id,
     US_COPY_APIS(US_COPY_API_ENUM)

@@ -10,7 +10,7 @@
 #include "ptrtable.h"
 
 _Atomic int us_state_bypass = -1;
-_Thread_local int us_state_depth;
+_Thread_local int us_state_depth __attribute__((tls_model("initial-exec")));
 _Atomic int us_state_hooked;
 _Atomic int us_state_driver_layer;
 _Atomic unsigned long long us_state_legacy_moved;

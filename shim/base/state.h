@@ -16,7 +16,9 @@
 bool us_state_init_slow(void); /* loads the configuration once; returns "pass through" */
 
 extern _Atomic int us_state_bypass; /* -1 before init, 0 active, 1 pass through */
-extern _Thread_local int us_state_depth;
+/* initial-exec: the shim is preloaded, so its TLS is in the static block,
+ * and every hook reads this first (no __tls_get_addr call) */
+extern _Thread_local int us_state_depth __attribute__((tls_model("initial-exec")));
 
 /* The re-entry depth is read first: a re-entry during the start (on the
  * thread running it) passes through instead of waiting in pthread_once for

@@ -79,12 +79,17 @@ static CUresult run_copy(struct us_copy *c, const void *caller)
     return (CUresult)us_copy_run(c);
 }
 
+/* A call made while the shim is at work on this thread (the dynamic
+ * runtime's native copy that the runtime layer made) is passed on before
+ * anything else: every such copy comes through here a second time. */
 #define DEFINE_COPY_WRAPPER(id, fn, sync, per_thread, shape)                                                    \
     CUresult us_drv_wrap_##fn(US_DRV_PARAMS_##shape)                                                          \
     {                                                                                                         \
+        const void *real = us_drv_real(US_DRV_FN_##fn);                                                       \
+        if (real != NULL && us_passthrough())                                                                 \
+            return ((us_drv_##shape##_fn)real) US_DRV_NAMES_##shape;                                          \
         struct us_copy c = {                                                                                  \
-            .api = id, US_DRV_FILL_##shape, .peer_dst_device = -1, .peer_src_device = -1,                     \
-            .driver_fn = us_drv_real(US_DRV_FN_##fn),                                                         \
+            .api = id, US_DRV_FILL_##shape, .peer_dst_device = -1, .peer_src_device = -1, .driver_fn = real,  \
         };                                                                                                    \
         return run_copy(&c, __builtin_return_address(0));                                                     \
     }

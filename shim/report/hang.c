@@ -52,7 +52,7 @@ struct hang_host_fn {
 
 static _Atomic(struct hang_thread *) threads;
 static _Atomic(struct hang_host_fn *) host_fns;
-static __thread struct hang_thread *self;
+static __thread struct hang_thread *self __attribute__((tls_model("initial-exec")));
 static atomic_int armed = -1; /* -1: not read from the configuration yet */
 static pthread_once_t watchdog_once = PTHREAD_ONCE_INIT;
 
