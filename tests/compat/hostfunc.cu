@@ -1,8 +1,13 @@
 /* hostfunc.cu - host functions and stream callbacks in stream order with
  * copies: a host function queued after a pageable D2H sees the copied bytes
- * (cudaLaunchHostFunc and cudaStreamAddCallback), and a pageable H2D queued
- * after a host function that writes the source copies what it wrote. */
+ * (cudaLaunchHostFunc and cudaStreamAddCallback), behind a host function
+ * that holds the stream for a while; and a pageable H2D has consumed its
+ * source when it returns (the program overwrites it at once: the device must
+ * get the bytes from before; measured on the GPU, conformance twin
+ * pageable_h2d_return). */
 #include "compat.h"
+
+#include <time.h>
 
 struct seen {
     const unsigned char *buf;
@@ -25,16 +30,11 @@ static void CUDART_CB look_callback(cudaStream_t stream, cudaError_t status, voi
         look(p);
 }
 
-struct writer {
-    unsigned char *buf;
-    size_t n;
-    unsigned seed;
-};
-
-static void CUDART_CB write_source(void *p)
+static void CUDART_CB hold(void *p)
 {
-    struct writer *w = (struct writer *)p;
-    compat_fill(w->buf, w->n, w->seed);
+    (void)p;
+    struct timespec ts = {0, 20 * 1000 * 1000}; /* 20 ms */
+    nanosleep(&ts, NULL);
 }
 
 int main(void)
@@ -49,11 +49,12 @@ int main(void)
         if (h_in == NULL || h_out == NULL)
             compat_fail("malloc");
         CK(cudaMalloc((void **)&d, n));
-        /* a host function writes the source; the H2D after it copies that */
-        memset(h_in, 0, n);
-        struct writer w = {h_in, n, 40 + k};
-        CK(cudaLaunchHostFunc(s, write_source, &w));
+        /* the stream held by a host function; the H2D queued behind it has
+         * consumed its source when it returns */
+        compat_fill(h_in, n, 40 + k);
+        CK(cudaLaunchHostFunc(s, hold, NULL));
         CK(cudaMemcpyAsync(d, h_in, n, cudaMemcpyHostToDevice, s));
+        memset(h_in, 0xEE, n);
         /* the D2H back, then a host function and a callback look at it */
         memset(h_out, 0, n);
         CK(cudaMemcpyAsync(h_out, d, n, cudaMemcpyDeviceToHost, s));
