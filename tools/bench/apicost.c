@@ -1,0 +1,144 @@
+/* apicost.c - what the building blocks of a rewritten or observed copy cost
+ * on this machine: each runtime call the shim makes around a copy, the clock
+ * it reads, and the unwinders a finding's call site can be captured with.
+ * Each row: `reps` calls in a loop between two clock reads (the clock's own
+ * cost amortized), best of 5 rounds, in nanoseconds a call.
+ *
+ * Run it natively to learn the machine, and under the shim
+ * (LD_PRELOAD=libunstall.so) to see what the shim adds to the calls it wraps
+ * (cudaStreamSynchronize, cudaEventSynchronize, the copies).
+ *
+ * Usage: apicost [REPS]      (default 20000)
+ * Output: APICOST name=<what> ns=<per call> */
+#include <cuda_runtime_api.h>
+
+#include <dlfcn.h>
+#include <execinfo.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define CHECK(call)                                                                                 \
+    do {                                                                                            \
+        cudaError_t err_ = (call);                                                                  \
+        if (err_ != cudaSuccess) {                                                                  \
+            fprintf(stderr, "apicost: %s failed: %s (line %d)\n", #call, cudaGetErrorName(err_), __LINE__); \
+            exit(1);                                                                                \
+        }                                                                                           \
+    } while (0)
+
+static double now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e9 + ts.tv_nsec;
+}
+
+static unsigned reps = 20000;
+static double best;
+
+#define ROW(name, body)                                                      \
+    do {                                                                     \
+        best = 1e30;                                                         \
+        for (int round_ = 0; round_ < 5; round_++) {                         \
+            double t0_ = now_ns();                                           \
+            for (unsigned i_ = 0; i_ < reps; i_++) {                         \
+                body;                                                        \
+            }                                                                \
+            double per_ = (now_ns() - t0_) / reps;                           \
+            if (per_ < best)                                                 \
+                best = per_;                                                 \
+        }                                                                    \
+        printf("APICOST name=%s ns=%.0f\n", name, best);                     \
+        fflush(stdout);                                                      \
+    } while (0)
+
+typedef int (*unw_backtrace_fn)(void **, int);
+
+/* a few frames deep, as a finding's capture is */
+__attribute__((noinline)) static int depth3(int (*fn)(void **, int), void **buf, int n) { return fn(buf, n); }
+__attribute__((noinline)) static int depth2(int (*fn)(void **, int), void **buf, int n) { return depth3(fn, buf, n) + 0 * __LINE__; }
+__attribute__((noinline)) static int depth1(int (*fn)(void **, int), void **buf, int n) { return depth2(fn, buf, n) + 0 * __LINE__; }
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && atoi(argv[1]) > 0)
+        reps = (unsigned)atoi(argv[1]);
+    void *dev;
+    CHECK(cudaMalloc(&dev, 1 << 20));
+    char *host = malloc(1 << 20);
+    memset(host, 0, 1 << 20);
+    void *pinned;
+    CHECK(cudaMallocHost(&pinned, 1 << 20));
+    cudaStream_t s;
+    CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    cudaEvent_t e;
+    CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    CHECK(cudaEventRecord(e, s));
+    CHECK(cudaStreamSynchronize(s));
+    int d;
+    struct timespec ts;
+    struct cudaPointerAttributes attr;
+    enum cudaStreamCaptureStatus cap;
+    enum cudaStreamCaptureMode mode;
+
+    ROW("clock_gettime_monotonic", clock_gettime(CLOCK_MONOTONIC, &ts));
+    ROW("cudaGetDevice", cudaGetDevice(&d));
+    ROW("cudaStreamGetDevice", cudaStreamGetDevice(s, &d));
+    ROW("cudaStreamIsCapturing", cudaStreamIsCapturing(s, &cap));
+    ROW("cudaThreadExchangeStreamCaptureMode_x2", {
+        mode = cudaStreamCaptureModeRelaxed;
+        cudaThreadExchangeStreamCaptureMode(&mode);
+        cudaThreadExchangeStreamCaptureMode(&mode);
+    });
+    ROW("cudaPointerGetAttributes_pageable", cudaPointerGetAttributes(&attr, host + 64));
+    ROW("cudaPointerGetAttributes_device", cudaPointerGetAttributes(&attr, dev));
+    ROW("cudaPointerGetAttributes_pinned", cudaPointerGetAttributes(&attr, pinned));
+    ROW("cudaEventRecord_idle", cudaEventRecord(e, s));
+    CHECK(cudaStreamSynchronize(s));
+    ROW("cudaEventQuery_done", cudaEventQuery(e));
+    ROW("cudaEventSynchronize_done", cudaEventSynchronize(e));
+    ROW("cudaStreamQuery_idle", cudaStreamQuery(s));
+    ROW("cudaStreamSynchronize_idle", cudaStreamSynchronize(s));
+    ROW("cudaMemcpyAsync_pinned_d2h_4B_sync", {
+        cudaMemcpyAsync(pinned, dev, 4, cudaMemcpyDeviceToHost, s);
+        cudaStreamSynchronize(s);
+    });
+    ROW("cudaMemcpyAsync_pinned_d2h_4B_event_sync", {
+        cudaMemcpyAsync(pinned, dev, 4, cudaMemcpyDeviceToHost, s);
+        cudaEventRecord(e, s);
+        cudaEventSynchronize(e);
+    });
+    ROW("cudaMemcpyAsync_pageable_d2h_4B_sync", {
+        cudaMemcpyAsync(host, dev, 4, cudaMemcpyDeviceToHost, s);
+        cudaStreamSynchronize(s);
+    });
+    ROW("cudaMemcpyAsync_pageable_h2d_4B_sync", {
+        cudaMemcpyAsync(dev, host, 4, cudaMemcpyHostToDevice, s);
+        cudaStreamSynchronize(s);
+    });
+    ROW("cudaMemcpy_pageable_h2d_4B", cudaMemcpy(dev, host, 4, cudaMemcpyHostToDevice));
+    ROW("cudaMemcpy_pageable_d2h_4B", cudaMemcpy(host, dev, 4, cudaMemcpyDeviceToHost));
+
+    void *buf[32];
+    unsigned saved = reps;
+    reps = saved / 10 > 0 ? saved / 10 : 1;
+    ROW("backtrace_depth16", depth1(backtrace, buf, 16));
+    void *lib = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
+    unw_backtrace_fn unw = lib != NULL ? (unw_backtrace_fn)dlsym(lib, "unw_backtrace") : NULL;
+    if (unw != NULL)
+        ROW("unw_backtrace_depth16", depth1(unw, buf, 16));
+    else
+        printf("APICOST name=unw_backtrace_depth16(libunwind.so.8_absent) ns=-\n");
+    Dl_info info;
+    ROW("dladdr", dladdr((void *)main, &info));
+    reps = saved;
+
+    CHECK(cudaStreamDestroy(s));
+    CHECK(cudaEventDestroy(e));
+    CHECK(cudaFreeHost(pinned));
+    CHECK(cudaFree(dev));
+    free(host);
+    return 0;
+}

@@ -1,0 +1,94 @@
+/* callprof.c - a developer's tool: which runtime functions a program (and the
+ * shim in front of it) calls, how often, and what they cost on this machine.
+ *
+ * Preloaded after the shim (LD_PRELOAD="libunstall.so libcallprof.so"), it
+ * defines every function of shim/base/real_api.def: the shim's own calls,
+ * which it resolves with dlsym(RTLD_NEXT), and the program's calls that the
+ * shim does not export land here, are timed around the real function and
+ * counted. Preloaded alone, it profiles the native program the same way, so
+ * the difference of two runs is what the shim adds. At exit it prints one line
+ * per function called: calls, mean and total time on the calling thread.
+ *
+ * Build: tools/bench/callprof.sh (or cc -shared -fPIC ... -ldl).
+ * Output: stderr, or the file named by CALLPROF_OUT. */
+#include <cuda_runtime_api.h>
+
+#include <dlfcn.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+enum callprof_fn {
+#define US_REAL(ret, name, params, args, rewrite) CALLPROF_##name,
+#include "real_api.def"
+#undef US_REAL
+    CALLPROF_COUNT
+};
+
+static const char *const fn_names[CALLPROF_COUNT] = {
+#define US_REAL(ret, name, params, args, rewrite) #name,
+#include "real_api.def"
+#undef US_REAL
+};
+
+static _Atomic uint64_t calls[CALLPROF_COUNT], total_ns[CALLPROF_COUNT];
+
+static void *next_fn(enum callprof_fn fn)
+{
+    static void *_Atomic resolved[CALLPROF_COUNT];
+    void *p = atomic_load_explicit(&resolved[fn], memory_order_acquire);
+    if (p == NULL) {
+        p = dlsym(RTLD_NEXT, fn_names[fn]);
+        if (p == NULL) {
+            fprintf(stderr, "callprof: %s not found after this library\n", fn_names[fn]);
+            abort();
+        }
+        atomic_store_explicit(&resolved[fn], p, memory_order_release);
+    }
+    return p;
+}
+
+static void account(enum callprof_fn fn, uint64_t t0)
+{
+    uint64_t dt = now_ns() - t0;
+    atomic_fetch_add_explicit(&calls[fn], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&total_ns[fn], dt, memory_order_relaxed);
+}
+
+#define US_REAL(ret, name, params, args, rewrite)                      \
+    __attribute__((visibility("default"))) ret name params            \
+    {                                                                  \
+        ret(*real_fn) params = (ret(*) params)next_fn(CALLPROF_##name); \
+        uint64_t t0 = now_ns();                                        \
+        ret r = real_fn args;                                          \
+        account(CALLPROF_##name, t0);                                  \
+        return r;                                                      \
+    }
+#include "real_api.def"
+#undef US_REAL
+
+__attribute__((destructor)) static void print_profile(void)
+{
+    const char *path = getenv("CALLPROF_OUT");
+    FILE *out = path != NULL ? fopen(path, "a") : NULL;
+    if (out == NULL)
+        out = stderr;
+    fprintf(out, "callprof: function calls mean_ns total_us\n");
+    for (int i = 0; i < CALLPROF_COUNT; i++) {
+        uint64_t n = atomic_load(&calls[i]);
+        if (n > 0)
+            fprintf(out, "callprof: %s %llu %.0f %.1f\n", fn_names[i], (unsigned long long)n,
+                    (double)atomic_load(&total_ns[i]) / (double)n, (double)atomic_load(&total_ns[i]) / 1e3);
+    }
+    if (out != stderr)
+        fclose(out);
+}
