@@ -5,6 +5,7 @@
 #
 #   PREFIX/bin/unstall, unstall-report, unstall-compare, p2pcheck
 #   PREFIX/lib/libunstall.so
+#   PREFIX/lib/unstall/libunwind.so.8       (when the build bundled it: tools/bundle-unwind.sh)
 #   PREFIX/libexec/unstall/p2pcheck-probe   (when it was built: make p2pcheck)
 #   PREFIX/share/unstall/config/*.conf      (unstall --profile NAME, --strict)
 #
@@ -29,10 +30,10 @@ tools="unstall unstall-report unstall-compare p2pcheck"
 
 if [ "$action" = uninstall ]; then
     for t in $tools; do rm -f "$destdir$bindir/$t"; done
-    rm -f "$destdir$libdir/libunstall.so" "$destdir$libexecdir/p2pcheck-probe"
+    rm -f "$destdir$libdir/libunstall.so" "$destdir$libdir/unstall/libunwind.so.8" "$destdir$libexecdir/p2pcheck-probe"
     for c in "$top"/config/*.conf; do rm -f "$destdir$confdir/$(basename "$c")"; done
     # the folders of our own, when nothing else is left in them
-    rmdir "$destdir$libexecdir" "$destdir$confdir" "$destdir$prefix/share/unstall" 2>/dev/null || true
+    rmdir "$destdir$libexecdir" "$destdir$libdir/unstall" "$destdir$confdir" "$destdir$prefix/share/unstall" 2>/dev/null || true
     echo "uninstall: removed unstall from $destdir$prefix"
     exit 0
 fi
@@ -45,6 +46,11 @@ probe=""
 
 mkdir -p "$destdir$bindir" "$destdir$libdir" "$destdir$confdir"
 install -m 0755 "$build/libunstall.so" "$destdir$libdir/libunstall.so"
+# libunwind beside it, where the shim looks first (shim/report/callsite.c)
+if [ -f "$build/unstall/libunwind.so.8" ]; then
+    mkdir -p "$destdir$libdir/unstall"
+    install -m 0644 "$build/unstall/libunwind.so.8" "$destdir$libdir/unstall/libunwind.so.8"
+fi
 for c in "$top"/config/*.conf; do install -m 0644 "$c" "$destdir$confdir/"; done
 # the launcher names the installed library, profiles and version
 sed -e "s|^installed_lib=\$|installed_lib='$libdir/libunstall.so'|" \

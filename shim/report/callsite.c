@@ -8,6 +8,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <execinfo.h>
+#include <limits.h>
 #include <link.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -105,10 +106,10 @@ void us_callsite_self_range(uintptr_t *lo, uintptr_t *hi)
  * sets up a full register context on every call: 0.6-2.7 us for 2-12 frames
  * on this project's build machine, 2-4 us a finding on an H100 host, more than
  * a small native copy takes. libunwind's unw_backtrace with a per-thread
- * cache does the same walk in 40-80 ns. It is loaded at run time when the
- * system has it (Debian/Ubuntu package libunwind8), never linked, so the shim
- * runs where it is missing; there backtrace(3) serves, and the log says so
- * once. */
+ * cache does the same walk in 40-80 ns. It is loaded at run time, never
+ * linked: the copy the build put beside the shim first (GPU machines often
+ * lack the library), then the system's (Debian/Ubuntu package libunwind8);
+ * where neither is, backtrace(3) serves, and the log says so once. */
 typedef int (*unwind_backtrace_fn)(void **buf, int size);
 #if defined(__x86_64__)
 #define UNW_PREFIX "_ULx86_64_"
@@ -121,6 +122,28 @@ static unwind_backtrace_fn unwinder = backtrace;
 static pthread_once_t unwinder_once = PTHREAD_ONCE_INIT;
 static int logged_unwinder;
 
+/* The copy of libunwind that the build put beside the shim
+ * (tools/bundle-unwind.sh: DIR/unstall/libunwind.so.8, where DIR holds
+ * libunstall.so), first: GPU machines often lack the library and a package
+ * manager, and the build folder is carried there. *from: its path. */
+static void *open_bundled_unwinder(const char **from)
+{
+    static char path[PATH_MAX];
+    Dl_info info;
+    if (dladdr((const void *)open_bundled_unwinder, &info) == 0 || info.dli_fname == NULL)
+        return NULL;
+    const char *slash = strrchr(info.dli_fname, '/');
+    int dir_len = slash != NULL ? (int)(slash - info.dli_fname) : 1;
+    const char *dir = slash != NULL ? info.dli_fname : ".";
+    int n = snprintf(path, sizeof path, "%.*s/unstall/libunwind.so.8", dir_len, dir);
+    if (n <= 0 || (size_t)n >= sizeof path)
+        return NULL;
+    void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (lib != NULL)
+        *from = path;
+    return lib;
+}
+
 static void unwinder_init(void)
 {
     /* Under ThreadSanitizer, libunwind's per-thread cache destructor runs at
@@ -130,7 +153,10 @@ static void unwinder_init(void)
         us_log_once(&logged_unwinder, US_LOG_INFO, "ThreadSanitizer present: call sites are captured with backtrace(3)");
         return;
     }
-    void *lib = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
+    const char *from = "the system";
+    void *lib = open_bundled_unwinder(&from);
+    if (lib == NULL)
+        lib = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
     unwind_backtrace_fn fast = lib != NULL ? (unwind_backtrace_fn)dlsym(lib, "unw_backtrace") : NULL;
     int (*set_caching)(void *, int) = lib != NULL ? (int (*)(void *, int))dlsym(lib, UNW_PREFIX "set_caching_policy")
                                                   : NULL;
@@ -144,6 +170,7 @@ static void unwinder_init(void)
     if (set_caching != NULL && space != NULL)
         set_caching(*space, 2 /* UNW_CACHE_PER_THREAD: no lock between threads */);
     unwinder = fast;
+    us_log_once(&logged_unwinder, US_LOG_INFO, "call sites are captured with libunwind (%s)", from);
 }
 
 

@@ -195,6 +195,9 @@ else
             share/unstall/config/strict.conf share/unstall/config/pytorch.conf share/unstall/config/unstall.conf; do
             [ -f "$prefix/$f" ] || missing="$missing $f"
         done
+        # libunwind travels with the library where the build bundled it
+        [ ! -f "$build/unstall/libunwind.so.8" ] || [ -f "$prefix/lib/unstall/libunwind.so.8" ] ||
+            missing="$missing lib/unstall/libunwind.so.8"
         if [ -z "$missing" ]; then pass install_puts_every_file; else fail install_puts_every_file "missing:$missing"; fi
     else
         fail install_puts_every_file "make install failed: $(tail -3 "$work/install.out")"
@@ -207,6 +210,18 @@ else
         "unstall "*"library: $prefix/lib/libunstall.so") pass installed_launcher_finds_its_library ;;
         *) fail installed_launcher_finds_its_library "$out" ;;
     esac
+    # ... whose library captures call sites with the libunwind installed beside
+    # it (the build bundles the build machine's: tools/bundle-unwind.sh)
+    if [ -f "$build/unstall/libunwind.so.8" ]; then
+        out=$(cd / && env -u LD_LIBRARY_PATH UNSTALL_LOG_LEVEL=info "$prefix/bin/unstall" \
+            "$build/scenarios/case_b_pageable_h2d" held_small 2>&1)
+        case "$out" in
+            *"captured with libunwind ($prefix/lib/unstall/libunwind.so.8)"*) pass installed_library_uses_bundled_libunwind ;;
+            *) fail installed_library_uses_bundled_libunwind "$(printf '%s' "$out" | grep -i unwind | head -2)" ;;
+        esac
+    else
+        pass "installed_library_uses_bundled_libunwind (none bundled: this machine has no libunwind.so.8)"
+    fi
     # ... runs a simulated-runtime program with a profile and a JSON report,
     # which the installed report tool renders
     out=$(cd / && env -u LD_LIBRARY_PATH "$prefix/bin/unstall" --profile pytorch --report "$work/installed.json" \
