@@ -56,6 +56,32 @@ void us_streams_note_destroyed(cudaStream_t stream)
     pthread_mutex_unlock(&streams.mu);
 }
 
+int us_streams_is_blocking(cudaStream_t stream)
+{
+    pthread_mutex_lock(&streams.mu);
+    struct known_stream *s;
+    HASH_FIND_PTR(streams.table, &stream, s);
+    int blocking = s == NULL ? -1 : s->blocking;
+    pthread_mutex_unlock(&streams.mu);
+    return blocking;
+}
+
+unsigned us_streams_blocking_on(int device, cudaStream_t *out, unsigned max)
+{
+    unsigned n = 0;
+    pthread_mutex_lock(&streams.mu);
+    struct known_stream *s, *tmp;
+    HASH_ITER(hh, streams.table, s, tmp) {
+        if (s->device != device || !s->blocking)
+            continue;
+        if (n < max)
+            out[n] = s->handle;
+        n++;
+    }
+    pthread_mutex_unlock(&streams.mu);
+    return n;
+}
+
 unsigned us_streams_count(void)
 {
     pthread_mutex_lock(&streams.mu);

@@ -21,6 +21,12 @@ void us_streams_note_created(cudaStream_t stream, int device, bool blocking);
  * seen created (made before the shim loaded, or through another path) is
  * ignored. */
 void us_streams_note_destroyed(cudaStream_t stream);
+/* Whether the program created `stream` blocking: 1, non-blocking: 0, never
+ * seen created: -1. */
+int us_streams_is_blocking(cudaStream_t stream);
+/* The blocking streams the program created on `device`: how many there are,
+ * the first `max` of them into out. */
+unsigned us_streams_blocking_on(int device, cudaStream_t *out, unsigned max);
 /* Streams remembered (tests). */
 unsigned us_streams_count(void);
 void us_streams_reset(void); /* tests */

@@ -8,6 +8,7 @@
 #include "inflight.h"
 #include "log.h"
 #include "state.h"
+#include "streams.h"
 
 
 static int logged_inflight_full, logged_no_slot, logged_missing, logged_mode, logged_capture, logged_capture_query, logged_device,
@@ -128,21 +129,33 @@ unsigned us_pipe_claim_cap(void)
     return n < 1 ? 1 : n > US_STAGING_MAX_CLAIM ? US_STAGING_MAX_CLAIM : (unsigned)n;
 }
 
-bool us_pipe_claim(const struct us_pipe *p, unsigned want, bool partial_ok, struct us_pipe_slots *s)
+static struct us_staging_ask staging_ask(const struct us_pipe *p, unsigned want, enum us_pipe_claim_mode mode)
 {
-    struct us_staging_ask ask = {
+    return (struct us_staging_ask){
         .want = want,
         .copy_bytes = p->copy->bytes,
         .device = p->stream_device,
-        .partial_ok = partial_ok,
+        .partial_ok = mode != US_PIPE_CLAIM_ALL,
+        .ready_only = mode == US_PIPE_CLAIM_READY,
         .pieces = us_staging_pieces(p->copy->path == US_PATH_H2D_PAGEABLE, p->copy->bytes),
         /* the grower pins in the primary context: not one the program never made active */
         .inline_only = !p->home->primary && us_context_primary(p->home->device) == NULL,
     };
+}
+
+bool us_pipe_grow_later(const struct us_pipe *p, unsigned want)
+{
+    struct us_staging_ask ask = staging_ask(p, want, US_PIPE_CLAIM_SOME);
+    return us_staging_grow_later(&ask);
+}
+
+bool us_pipe_claim(const struct us_pipe *p, unsigned want, enum us_pipe_claim_mode mode, struct us_pipe_slots *s)
+{
+    struct us_staging_ask ask = staging_ask(p, want, mode);
     bool growing;
     s->n = us_staging_claim_for_copy(&ask, s->slot, &growing);
     if (s->n == 0) {
-        if (!growing) /* else the pool said why */
+        if (!growing && mode != US_PIPE_CLAIM_READY) /* else the pool said why, or the caller decides */
             us_log_once(&logged_no_slot, US_LOG_INFO,
                         "no pinned staging free without waiting: the copy goes native (pinned_max, or every slot busy)");
         return false;
@@ -158,6 +171,49 @@ bool us_pipe_claim(const struct us_pipe *p, unsigned want, bool partial_ok, stru
         return false;
     }
     return true;
+}
+
+/* Asks only a stream that is not being captured: a query of a capturing
+ * stream would invalidate its capture (on the legacy stream: one of the
+ * device's blocking streams is capturing). */
+static bool stream_idle(const struct us_real_api *real, cudaStream_t stream)
+{
+    enum cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    return real->cudaStreamIsCapturing(stream, &status) == cudaSuccess && status == cudaStreamCaptureStatusNone &&
+           real->cudaStreamQuery(stream) == cudaSuccess;
+}
+
+#define US_PIPE_IDLE_MAX_BLOCKING 8
+
+bool us_pipe_stream_idle(const struct us_pipe *p)
+{
+    const struct us_real_api *real = p->real;
+    if (p->stream_device != p->current_device)
+        return false;
+    switch (p->copy->stream_kind) {
+    case US_STREAM_USER: {
+        int blocking = us_streams_is_blocking(p->stream);
+        unsigned flags;
+        if (blocking < 0 && real->cudaStreamGetFlags != NULL && real->cudaStreamGetFlags(p->stream, &flags) == cudaSuccess)
+            blocking = (flags & cudaStreamNonBlocking) == 0;
+        return blocking >= 0 && stream_idle(real, p->stream) && (!blocking || stream_idle(real, cudaStreamLegacy));
+    }
+    case US_STREAM_PER_THREAD:
+        return stream_idle(real, p->stream) && stream_idle(real, cudaStreamLegacy);
+    case US_STREAM_LEGACY: {
+        if (p->copy->driver_fn != NULL) /* a static or driver-API program's streams are unseen */
+            return false;
+        cudaStream_t blocking[US_PIPE_IDLE_MAX_BLOCKING];
+        unsigned n = us_streams_blocking_on(p->stream_device, blocking, US_PIPE_IDLE_MAX_BLOCKING);
+        if (n > US_PIPE_IDLE_MAX_BLOCKING || !stream_idle(real, cudaStreamLegacy))
+            return false;
+        for (unsigned i = 0; i < n; i++)
+            if (!stream_idle(real, blocking[i]))
+                return false;
+        return true;
+    }
+    }
+    return false;
 }
 
 void us_pipe_release(struct us_pipe_slots *s)

@@ -55,13 +55,34 @@ struct us_pipe_slots {
 /* The most slots one copy claims: half of pinned_max, at least one. */
 unsigned us_pipe_claim_cap(void);
 
+/* How a copy takes its slots: ALL, every slot it wants or none (an H2D);
+ * SOME, as many as it can have, at least one (a D2H cycles them); READY, as
+ * SOME but only slots ready now, none pinned inside the call and none asked
+ * of the grower. */
+enum us_pipe_claim_mode { US_PIPE_CLAIM_ALL, US_PIPE_CLAIM_SOME, US_PIPE_CLAIM_READY };
+
 /* Claims up to `want` slots for the copy (us_staging_claim_for_copy: all
  * free now, nobody waits for anything; no more than hold the whole copy;
  * pinned inside the call only within the copy's inline budget, else by the
- * grower thread) and their events in the stream's context. partial_ok: the
- * copy runs with fewer slots than it wants. false: none to be had, declined
- * and logged once; nothing is held. */
-bool us_pipe_claim(const struct us_pipe *p, unsigned want, bool partial_ok, struct us_pipe_slots *s);
+ * grower thread) and their events in the stream's context. false: none to be
+ * had, declined (logged once, unless READY found none ready); nothing is
+ * held. */
+bool us_pipe_claim(const struct us_pipe *p, unsigned want, enum us_pipe_claim_mode mode, struct us_pipe_slots *s);
+
+/* Asks the grower thread for the slots the copy wants, for the copies to
+ * come (us_staging_grow_later). false: it cannot grow in the background. */
+bool us_pipe_grow_later(const struct us_pipe *p, unsigned want);
+
+/* Whether nothing already queued can make a native copy on the pipe's
+ * stream wait: the stream has no work left (cudaStreamQuery), and a stream
+ * that synchronizes with others (the legacy stream, blocking streams, the
+ * per-thread stream) none that it would wait for either: for a blocking or
+ * per-thread stream the legacy stream is idle; for the legacy stream, every
+ * blocking stream the program created on the device is (up to 8 of them,
+ * and only where the shim saw them created: a copy through the runtime
+ * layer). Asks nothing of a stream that is being captured. False when it
+ * cannot tell, and for a stream of a device that is not current. */
+bool us_pipe_stream_idle(const struct us_pipe *p);
 
 /* Gives the slots back, as s->pending says. */
 void us_pipe_release(struct us_pipe_slots *s);

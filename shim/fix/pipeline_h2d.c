@@ -34,7 +34,7 @@ bool us_pipeline_h2d(const struct us_copy *c, const struct us_ctx *home, cudaErr
     const struct us_real_api *real = p.real;
     unsigned cap = us_pipe_claim_cap();
     struct us_pipe_slots s;
-    if (!us_pipe_claim(&p, cap, false, &s)) {
+    if (!us_pipe_claim(&p, cap, US_PIPE_CLAIM_ALL, &s)) {
         us_pipe_end(&p, NULL, -1);
         return false;
     }

@@ -305,6 +305,8 @@ unsigned us_staging_claim_for_copy(const struct us_staging_ask *ask, struct us_s
     /* short: the slots of `slot` bytes that would complete the claim */
     size_t missing_slots = (need - held + slot - 1) / slot;
     unsigned missing = missing_slots < want - got ? (unsigned)missing_slots : want - got;
+    if (ask->ready_only && got == 0 && !ask->inline_only)
+        return 0; /* the caller may have a better way than pinning now (pipeline_d2h.c) */
     size_t budget = us_staging_inline_budget(ask->copy_bytes);
     if ((size_t)missing * slot <= budget)
         return grow_inline(got, missing, slot, &held, out);
@@ -343,6 +345,17 @@ unsigned us_staging_claim_for_copy(const struct us_staging_ask *ask, struct us_s
                 "it goes native while a background thread grows the pool",
                 (size_t)missing * slot, budget);
     return 0;
+}
+
+bool us_staging_grow_later(const struct us_staging_ask *ask)
+{
+    if (ask->inline_only)
+        return false;
+    size_t slot = us_staging_slot_bytes_for(ask->copy_bytes, ask->pieces > 0 ? ask->pieces : US_STAGING_GROW_DIVISOR);
+    size_t need = ask->copy_bytes > 0 ? ask->copy_bytes : 1;
+    size_t slots = (need + slot - 1) / slot;
+    unsigned want = ask->want > US_STAGING_MAX_CLAIM ? US_STAGING_MAX_CLAIM : ask->want;
+    return us_grower_request(&us_staging_grower_pool, ask->device, slot, slots < want ? (unsigned)slots : want);
 }
 
 unsigned us_staging_missing(size_t slot_bytes, unsigned count)

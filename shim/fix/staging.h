@@ -35,10 +35,11 @@
  * of the copy, 64 KiB at least, 1 MiB at most). Otherwise it asks the grower
  * thread (grower.h) to add them and, if it cannot run with fewer slots (an
  * H2D), goes native at once: exactly the native call. A D2H runs with the
- * slots it has, or with one slot pinned inline when it has none (of the
- * budget when its own slot size is over it), cycling through them: a native
- * D2H can deadlock a program whose stream waits for another thread's launch
- * (seed 004), so every D2H is rewritten from its first use. The next copies of that size
+ * slots it has, cycling through them; with none, it goes native when its
+ * stream is idle (pipeline_d2h.c: ready_only, us_staging_grow_later), else
+ * pins one slot inline (of the budget when its own slot size is over it): a
+ * native D2H can deadlock a program whose stream waits for another thread's
+ * launch (seed 004), which an idle stream cannot. The next copies of that size
  * find the grower's slots ready. The grower tops the pool up to what the copy
  * wanted, counting the slots available then (free, or released with their
  * work done), so that copies that repeat find their slots and concurrent
@@ -143,6 +144,8 @@ struct us_staging_ask {
     unsigned pieces;   /* slots of copy_bytes / pieces (us_staging_pieces); 0: US_STAGING_GROW_DIVISOR */
     bool inline_only;  /* no grower: it would pin in the device's primary context, which the program
                         * never made active (a copy in a created context): pinned here, in this one */
+    bool ready_only;   /* claims only slots ready now: with none, it pins nothing and asks the grower
+                        * for nothing (us_staging_grow_later does); ignored with inline_only */
 };
 
 /* Claims slots for a copy: up to `want` of at least
@@ -157,6 +160,11 @@ struct us_staging_ask {
  * decline (logged once when the budget, the allocation or the background
  * growth is the cause). */
 unsigned us_staging_claim_for_copy(const struct us_staging_ask *ask, struct us_slot **out, bool *growing);
+
+/* Asks the grower thread for the slots the copy wants (as many as hold it,
+ * up to ask->want), to be ready for the next copies. false: no grower thread
+ * (it could not start, or inline_only). */
+bool us_staging_grow_later(const struct us_staging_ask *ask);
 
 /* The same, pinning whatever the copy needs inside the call (within
  * pinned_max): what us_staging_claim_for_copy does without a grower thread.

@@ -103,10 +103,11 @@ NOT_DETECTED = {
 
 # Scenario programs (SCN_QUICK=1): name -> (program and arguments, env, the
 # rule that must fire or None, whether it is rewritten, a rule that must not).
-# "Rewritten" is True (every copy), False (none), or the number of copies
-# left native: a process's first large pageable H2D goes native while the
-# staging pool grows off its thread (docs/pipelines.md), here the warm-up; a
-# D2H runs with one slot of its inline budget meanwhile, so every one is.
+# "Rewritten" is True (every copy), False (none), the number of copies left
+# native, or (least, most) left native: a process's first large pageable H2D
+# goes native while the staging pool grows off its thread (docs/pipelines.md),
+# here the warm-up; so does a D2H that finds no slot ready on an idle stream
+# (the warm-up, and the next copy too when the grower is not done by then).
 SCENARIOS = {
     # a simulated 1 MiB copy's memmove on a loaded 2-core machine can take more
     # than the default 0.5 ms lateness: a timed copy there looked late (seen in
@@ -115,7 +116,7 @@ SCENARIOS = {
                                     'UNSTALL_BUSY_D2D_LATE_US': '5000'}, None, None, None),
     'case_a': (['case_a_staged_peer'], {}, 'staged_peer', True, None),
     'case_b': (['case_b_pageable_h2d'], {}, 'pageable_h2d', 1, None),
-    'case_c': (['case_c_pageable_d2h', 'throughput'], {}, 'pageable_d2h', True, None),
+    'case_c': (['case_c_pageable_d2h', 'throughput'], {}, 'pageable_d2h', (1, 2), None),
     # the repeated bursts behind a kernel on every SM start late: measured
     'case_d': (['case_d_busy_d2d'], {}, 'busy_engine_d2d', False, None),
     'case_e': (['case_e_legacy'], {}, 'legacy_stream', False, None),
@@ -302,9 +303,11 @@ def check_scenario(name, spec, severities):
         found = rows(rep, rule)
         n = sum(f['count'] for f in found)
         nfixed = sum(f['fixed'] for f in found)
-        want = n if fixed is True else 0 if fixed is False else n - fixed
+        least, most = (n, n) if fixed is True else (0, 0) if fixed is False else \
+            (n - fixed[1], n - fixed[0]) if isinstance(fixed, tuple) else (n - fixed, n - fixed)
+        want = f'{least}' if least == most else f'{least} to {most}'
         why = f'no {rule} finding: {summary(rep)}' if not found else \
-            f'{rule}: {nfixed} of {n} fixed, expected {want}' if nfixed != want else ''
+            f'{rule}: {nfixed} of {n} fixed, expected {want}' if not least <= nfixed <= most else ''
         report(f'scenario.{name}.fires', not why, why)
         others = sorted({f['rule'] for f in mh} - {rule})
         report(f'scenario.{name}.only', not others, f'other medium/high rules fired: {others}')

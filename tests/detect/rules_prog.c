@@ -242,12 +242,15 @@ SITUATION(clean_pageable_h2d)
     expect_pattern(download(dev_reg, BIG, s), BIG, 2, "registered H2D");
 }
 
-/* pageable_d2h: into pageable memory, 1 MiB and 4 bytes (both rewritten) */
+/* pageable_d2h: into pageable memory, 1 MiB and 4 bytes (both rewritten:
+ * the first, the process's first D2H, behind the kernel that fills its
+ * source, pins a slot inside the call; on an idle stream it would go native
+ * while the pool grows) */
 SITUATION(fire_pageable_d2h)
 {
     cudaStream_t s = nb_stream();
     void *dev = dev_alloc(BIG);
-    upload(dev, BIG, 3, s);
+    launch_fill(dev, BIG, 3, 2000, s);
     unsigned char *host = pageable_alloc(BIG), *tiny = pageable_alloc(TINY_D2H);
     CK(cudaMemcpyAsync(host, dev, BIG, cudaMemcpyDeviceToHost, s));
     CK(cudaMemcpyAsync(tiny, dev, TINY_D2H, cudaMemcpyDefault, s));

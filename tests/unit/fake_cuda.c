@@ -211,6 +211,8 @@ static cudaError_t f_cudaStreamQuery(cudaStream_t s)
     cudaError_t err = note(FAKE_cudaStreamQuery, s, NULL, NULL, NULL, 0);
     if (err == cudaSuccess && device_of(s) < 0)
         err = cudaErrorInvalidResourceHandle;
+    if (err == cudaSuccess && fake_cuda.stream_error == cudaSuccess && fake_cuda.streams_busy)
+        return cudaErrorNotReady;
     return err != cudaSuccess ? err : fake_cuda.stream_error;
 }
 

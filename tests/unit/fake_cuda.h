@@ -52,6 +52,7 @@ struct fake_cuda_state {
     enum cudaStreamCaptureStatus capture; /* what cudaStreamIsCapturing says for every stream */
     cudaError_t capture_query_error;      /* cudaStreamIsCapturing fails with it (cudaSuccess: no) */
     cudaError_t stream_error;      /* cudaStreamQuery/Synchronize return it (an async failure) */
+    bool streams_busy;             /* cudaStreamQuery says cudaErrorNotReady (work queued) */
     size_t host_alloc_bytes;       /* total allocated by cudaHostAlloc */
     unsigned host_alloc_flags;     /* flags of the last cudaHostAlloc */
     unsigned stream_flags;         /* flags of the last stream made */

@@ -16,7 +16,9 @@
 #include "fake_cuda.h"
 #include "log.h"
 #include "pipeline.h"
+#include "grower.h"
 #include "staging.h"
+#include "streams.h"
 
 #define SLOT (64u << 10)
 
@@ -124,6 +126,56 @@ static void test_d2h_errors(void **state)
     assert_false(d2h_checked(US_API_MEMCPY_ASYNC, 2 * SLOT, s, &result));
 }
 
+/* No slot ready (a cold pool): on an idle non-blocking stream the copy goes
+ * native, pinning nothing in the call, and the grower pins the slots for
+ * the next copies; behind queued work it pins one slot in the call and is
+ * rewritten (a native D2H there could wait for another thread: seed 004). */
+static void test_d2h_no_slot_ready_native_when_stream_idle(void **state)
+{
+    (void)state;
+    cudaStream_t s = fake_cuda_user_stream(0);
+    us_streams_note_created(s, 0, false);
+    cudaError_t result = cudaErrorUnknown;
+    assert_false(d2h_checked(US_API_MEMCPY_ASYNC, 2 * SLOT, s, &result));
+    assert_int_equal(fake_cuda_count(FAKE_cudaMemcpyAsync), 0);
+    assert_true(fake_cuda_count(FAKE_cudaStreamQuery) >= 1);
+    us_grower_wait_idle();
+    assert_true(us_staging_pinned_bytes() > 0); /* the grower's, off the copy's thread */
+    assert_true(d2h_checked(US_API_MEMCPY_ASYNC, 2 * SLOT, s, &result));
+    assert_int_equal(result, cudaSuccess);
+    us_streams_reset();
+}
+
+static void test_d2h_no_slot_ready_pinned_in_call_behind_queued_work(void **state)
+{
+    (void)state;
+    cudaStream_t s = fake_cuda_user_stream(0);
+    us_streams_note_created(s, 0, false);
+    fake_cuda.streams_busy = true;
+    cudaError_t result = cudaErrorUnknown;
+    assert_true(d2h_checked(US_API_MEMCPY_ASYNC, SLOT, s, &result));
+    assert_int_equal(result, cudaSuccess);
+    assert_int_equal(us_staging_pinned_bytes(), SLOT); /* one slot, in the call */
+    fake_cuda.streams_busy = false;
+    us_streams_reset();
+}
+
+/* The legacy stream waits for the device's blocking streams: a busy one
+ * keeps the copy off the native call; unknown streams' (a copy through the
+ * driver layer) keep it off too. */
+static void test_d2h_no_slot_ready_legacy_stream_waits_for_blocking_streams(void **state)
+{
+    (void)state;
+    cudaStream_t blocking = fake_cuda_user_stream(0);
+    us_streams_note_created(blocking, 0, true);
+    fake_cuda.streams_busy = true;
+    cudaError_t result = cudaErrorUnknown;
+    assert_true(d2h_checked(US_API_MEMCPY_ASYNC, SLOT, cudaStreamLegacy, &result));
+    assert_int_equal(result, cudaSuccess);
+    assert_true(us_staging_pinned_bytes() > 0);
+    us_streams_reset();
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -132,6 +184,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_d2h_capture_and_invalid_stream_decline, setup, fake_cuda_teardown),
         cmocka_unit_test_setup_teardown(test_d2h_no_pinned_memory_declines, setup, fake_cuda_teardown),
         cmocka_unit_test_setup_teardown(test_d2h_errors, setup, fake_cuda_teardown),
+        cmocka_unit_test_setup_teardown(test_d2h_no_slot_ready_native_when_stream_idle, setup, fake_cuda_teardown),
+        cmocka_unit_test_setup_teardown(test_d2h_no_slot_ready_pinned_in_call_behind_queued_work, setup, fake_cuda_teardown),
+        cmocka_unit_test_setup_teardown(test_d2h_no_slot_ready_legacy_stream_waits_for_blocking_streams, setup, fake_cuda_teardown),
     };
     return US_RUN_TESTS("test_pipeline_d2h", tests, NULL, NULL);
 }
