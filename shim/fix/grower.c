@@ -11,7 +11,9 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "log.h"
 #include "real.h"
@@ -67,6 +69,34 @@ __attribute__((destructor)) static void grower_at_exit(void)
     atomic_store(&exiting, true);
 }
 
+/* The longest exit waits for the allocation in progress: one slot (8 MiB
+ * by default) registers in about 1-3 ms. */
+#define GROWER_EXIT_WAIT_MS 200
+
+/* At exit, before the runtime unloads: a thread inside cudaHostRegister while
+ * the driver tears down crashes the process (seen on an H100: a program that
+ * returned from main right after its first small D2H, whose slot the grower
+ * was registering, ended in a segmentation fault). Registered with atexit
+ * when the thread starts, after the runtime initialized, so that it runs
+ * before the runtime's own teardown (atexit handlers run last registered
+ * first; the driver's destructors run after them). Nothing new starts, and
+ * the allocation in progress is waited for, within GROWER_EXIT_WAIT_MS. */
+static void grower_quiesce_at_exit(void)
+{
+    atomic_store(&exiting, true);
+    if (atomic_load(&in_child))
+        return; /* a forked child has no grower thread, whatever its copy of the state says */
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_nsec += (long)GROWER_EXIT_WAIT_MS * 1000000L;
+    deadline.tv_sec += deadline.tv_nsec / 1000000000L;
+    deadline.tv_nsec %= 1000000000L;
+    pthread_mutex_lock(&grower.mu);
+    while (grower.working && pthread_cond_timedwait(&grower.idle, &grower.mu, &deadline) == 0)
+        ;
+    pthread_mutex_unlock(&grower.mu);
+}
+
 /* On the grower thread: `device` current and relaxed capture mode, set
  * before its first allocation and whenever a request names another device.
  * cudaSetDevice first: the copy's device has a context already, so nothing
@@ -120,6 +150,8 @@ static void *grower_main(void *arg)
         }
         struct grow_request r = grower.queue[0];
         memmove(grower.queue, grower.queue + 1, --grower.queued * sizeof grower.queue[0]);
+        if (atomic_load(&exiting))
+            continue; /* the queue drains without work, and the thread idles */
         grower.working = true;
         pthread_mutex_unlock(&grower.mu);
         work(&r, &current, &relaxed);
@@ -133,6 +165,8 @@ static void *grower_main(void *arg)
 static bool start_locked(void)
 {
     pthread_once(&atfork_once, register_atfork);
+    if (atexit(grower_quiesce_at_exit) != 0)
+        return false; /* without it an exit could crash the process: copies grow the pool themselves */
     int rc = us_thread_start(grower_main, NULL, GROWER_STACK_BYTES, "unstall-grow");
     if (rc != 0) {
         us_log_once(&logged_start, US_LOG_WARN,

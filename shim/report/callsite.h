@@ -43,7 +43,7 @@ void us_site_capture(struct us_site *site);
  * range, the Python API look-up, the unwinder's loading. */
 void us_callsite_prepare(void);
 
-/* FNV-1a over the native frames and the Python frames: equal sites, equal
+/* A 64-bit hash of the native frames and the Python frames: equal sites, equal
  * hashes; never 0. */
 uint64_t us_callsite_hash(const struct us_site *site);
 

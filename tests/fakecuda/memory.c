@@ -5,6 +5,8 @@
  * allocating calls do not (measured on CUDA 13.0, probe/probe_sync.c). */
 #include "fc.h"
 
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -266,15 +268,33 @@ cudaError_t cudaFree(void *ptr)
 
 /* --- pinned and registered host memory --------------------------------------------------- */
 
+/* Pinning in progress on any thread. The real driver crashes a thread that
+ * is inside cudaHostRegister while the process exits and the driver tears
+ * down (seen on an H100: a program that returned from main while another
+ * thread registered memory ended in a segmentation fault); the simulated one
+ * aborts with a message when it unloads while pinning is in progress. */
+static _Atomic int pinning_in_progress;
+
+__attribute__((destructor)) static void unload_driver(void)
+{
+    if (atomic_load(&pinning_in_progress) > 0) {
+        fprintf(stderr, "fakecuda: the driver unloads at exit while another thread pins host memory "
+                        "(cudaHostRegister/cudaHostAlloc in progress): the real driver crashes here\n");
+        abort();
+    }
+}
+
 /* Pinning holds the driver's lock for `us_per_mib` per MiB (scaled): other
  * threads' calls wait, as measured (docs/fakecuda.md). */
 static void hold_driver_while_pinning(double us_per_mib, size_t size)
 {
     double cost_us = us_per_mib * ((double)size / (1 << 20)) * fc_cfg()->time_scale;
     if (cost_us > 0) {
+        atomic_fetch_add(&pinning_in_progress, 1);
         fc_api_lock();
         fc_sleep_until_us(fc_now_us() + cost_us);
         fc_api_unlock();
+        atomic_fetch_sub(&pinning_in_progress, 1);
     }
 }
 

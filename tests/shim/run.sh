@@ -31,11 +31,22 @@ cc_prog "$work/lib_user.so" -shared -fPIC "$here/lib_user.c" -L"$fake" -lcudart
 cc_prog "$work/prog_dlopen" "$here/prog_dlopen.c" -ldl
 cc_prog "$work/prog_fork" "$here/prog_fork.c" -L"$fake" -lcudart
 cc_prog "$work/prog_nocuda" "$here/prog_nocuda.c" -ldl
+cc_prog "$work/prog_exit_growing" "$here/prog_exit_growing.c" -L"$fake" -lcudart
 mkdir -p "$work/driver"
 cc_prog "$work/driver/libcuda.so.1" -shared -fPIC "$here/fake_libcuda.c" -Wl,-soname,libcuda.so.1
 
 run_fake() { LD_LIBRARY_PATH="$fake" "$@"; }
 with_shim() { LD_LIBRARY_PATH="$fake" LD_PRELOAD="$preload" "$@"; }
+
+# --- exit while the grower pins: the exit waits for it (shim/fix/grower.c) -----
+# pinning 4 ms per MiB: the grower is inside a registration when main returns,
+# and the simulated driver aborts if it unloads then (tests/fakecuda/memory.c)
+out=$(FAKECUDA_HOST_REGISTER_US_PER_MIB=4000 FAKECUDA_HOST_ALLOC_US_PER_MIB=4000 with_shim "$work/prog_exit_growing" 2>&1)
+rc=$?
+case "$rc|$out" in
+    "0|"*"prog_exit_growing: ok"*) pass exit_waits_for_the_grower ;;
+    *) fail exit_waits_for_the_grower "exit status $rc: $(printf '%s' "$out" | grep -v '^unstall' | tail -2)" ;;
+esac
 
 # --- how the library is built -------------------------------------------------
 if readelf -d "$shim" | grep -q 'NEEDED.*libcudart'; then fail no_libcudart_needed "readelf lists libcudart"
