@@ -9,10 +9,14 @@ bool us_watch_begin(struct us_watch *w, enum us_rule_id rule, const char *api)
     w->active = us_findings_wanted();
     w->rule = rule;
     w->api = api;
+    w->located = false;
     if (w->active) {
-        us_site_capture(&w->site);
-        if (us_findings_forbidden(rule, &w->site, api))
-            return false;
+        if (rule != US_RULE_explicit_sync || us_config()->sync_site_min_us == 0 || us_findings_may_forbid(rule)) {
+            us_site_capture(&w->site);
+            if (us_findings_forbidden(rule, &w->site, api))
+                return false;
+            w->located = true;
+        }
         w->start_ns = us_now_ns();
     }
     us_hang_enter(&w->hang, api, NULL, false);
@@ -38,6 +42,12 @@ void us_watch_end(struct us_watch *w, cudaStream_t stream, enum us_stream_kind k
         .held_ns = end - w->start_ns,
         .fixed = false,
     };
+    if (!w->located && f.held_ns < (uint64_t)us_config()->sync_site_min_us * 1000u) {
+        us_findings_record_unlocated(&f);
+        return;
+    }
+    if (!w->located)
+        us_site_capture(&w->site); /* the same frames: the shim's own are dropped */
     us_findings_record(&f, &w->site);
 }
 

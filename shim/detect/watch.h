@@ -9,6 +9,7 @@
 
 struct us_watch {
     bool active; /* false: mode off, nothing captured or recorded */
+    bool located; /* the site was captured before the call (else: after it, if the wait was long) */
     enum us_rule_id rule;
     const char *api;
     uint64_t start_ns;
@@ -17,7 +18,10 @@ struct us_watch {
 };
 
 /* Returns false when strict mode forbids the call: return US_ERR_FORBIDDEN
- * (nothing to end then). */
+ * (nothing to end then). An explicit wait (explicit_sync) that strict mode
+ * cannot refuse is located after the call, and only when it waited at least
+ * sync_site_min_us: a shorter one is counted without a site (capturing one
+ * costs about as much as such a wait). */
 bool us_watch_begin(struct us_watch *w, enum us_rule_id rule, const char *api);
 
 /* After the native call. device -1 where not known. */

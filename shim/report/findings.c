@@ -24,6 +24,25 @@ void us_findings_prepare(void)
     us_findings_rings_prepare();
 }
 
+/* The finding on the timeline. Called with the lock held. */
+static void push_event(const struct us_findings_row *row, const struct us_finding *f, int tid)
+{
+    us_findings_event_push(&(struct us_report_event){
+        .row = row->r.id,
+        .rule = f->rule,
+        .fixed = f->fixed,
+        .stream_kind = f->stream_kind,
+        .tid = tid,
+        .src_device = f->src_device,
+        .dst_device = f->dst_device,
+        .stream = (uintptr_t)f->stream,
+        .context = (uintptr_t)f->context,
+        .start_ns = f->start_ns,
+        .held_ns = f->held_ns,
+        .bytes = f->bytes,
+    });
+}
+
 void us_findings_record(const struct us_finding *f, const struct us_site *site)
 {
     if (f == NULL || site == NULL || (unsigned)f->rule >= US_RULE_COUNT)
@@ -39,26 +58,25 @@ void us_findings_record(const struct us_finding *f, const struct us_site *site)
     us_findings_lock();
     struct us_findings_row *row = us_findings_row_get(f->rule, hash, site, f->api);
     bool first = us_findings_row_add(row, f);
-    us_findings_event_push(&(struct us_report_event){
-        .row = row->r.id,
-        .rule = f->rule,
-        .fixed = f->fixed,
-        .stream_kind = f->stream_kind,
-        .tid = tid,
-        .src_device = f->src_device,
-        .dst_device = f->dst_device,
-        .stream = (uintptr_t)f->stream,
-        .context = (uintptr_t)f->context,
-        .start_ns = f->start_ns,
-        .held_ns = f->held_ns,
-        .bytes = f->bytes,
-    });
+    push_event(row, f, tid);
     if (first && !row->r.other && cfg->mode == US_MODE_WARN)
         announce = us_findings_warn_due(f->rule, (uint64_t)cfg->warn_interval_ms * 1000000u, &skipped);
     us_findings_unlock();
 
     if (announce)
         us_findings_warn_line(f, site, skipped);
+}
+
+void us_findings_record_unlocated(const struct us_finding *f)
+{
+    if (f == NULL || (unsigned)f->rule >= US_RULE_COUNT || us_config()->mode == US_MODE_OFF)
+        return;
+    int tid = us_findings_thread_id();
+    us_findings_lock();
+    struct us_findings_row *row = us_findings_row_unlocated(f->rule, f->api);
+    us_findings_row_add(row, f);
+    push_event(row, f, tid);
+    us_findings_unlock();
 }
 
 void us_findings_reset(void)

@@ -31,6 +31,10 @@ void us_findings_prepare(void);
 /* Record one finding (aggregates; in warn mode prints a line for a new site). */
 void us_findings_record(const struct us_finding *f, const struct us_site *site);
 
+/* Record one finding without a call site: counted in its rule's and API's
+ * unlocated row (findings_rows.h) and on the timeline; never announced. */
+void us_findings_record_unlocated(const struct us_finding *f);
+
 /* Tests: forget every finding, site, event and span, and allow the report to
  * be written again. The configuration is read afresh at each call anyway. */
 void us_findings_reset(void);

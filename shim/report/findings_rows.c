@@ -13,6 +13,7 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct us_findings_row *rows;                     /* by key, in creation order */
 static uint32_t row_count;
 static struct us_findings_row other_rows[US_RULE_COUNT]; /* past SITES_MAX, per rule */
+static struct us_findings_row unlocated_rows[US_RULE_COUNT][US_FINDINGS_UNLOCATED_APIS];
 
 void us_findings_lock(void) { pthread_mutex_lock(&lock); }
 
@@ -39,6 +40,23 @@ struct us_findings_row *us_findings_row_get(enum us_rule_id rule, uint64_t hash,
     row->r.rule = rule;
     if (row->r.api == NULL)
         row->r.api = api;
+    return row;
+}
+
+struct us_findings_row *us_findings_row_unlocated(enum us_rule_id rule, const char *api)
+{
+    struct us_findings_row *row = unlocated_rows[rule];
+    for (int i = 0; i < US_FINDINGS_UNLOCATED_APIS; i++)
+        if (row[i].r.api == api || row[i].r.api == NULL) {
+            row += i;
+            break;
+        }
+    if (row->r.api == NULL) {
+        row->r.id = SITES_MAX + US_RULE_COUNT + (uint32_t)(rule * US_FINDINGS_UNLOCATED_APIS + (row - unlocated_rows[rule]));
+        row->r.rule = rule;
+        row->r.api = api;
+        row->r.unlocated = true;
+    }
     return row;
 }
 
@@ -71,8 +89,11 @@ static bool other_in_use(const struct us_findings_row *row) { return row->r.coun
 size_t us_findings_rows_held(void)
 {
     size_t n = row_count;
-    for (int i = 0; i < US_RULE_COUNT; i++)
+    for (int i = 0; i < US_RULE_COUNT; i++) {
         n += other_in_use(&other_rows[i]);
+        for (int k = 0; k < US_FINDINGS_UNLOCATED_APIS; k++)
+            n += unlocated_rows[i][k].r.count > 0;
+    }
     return n;
 }
 
@@ -82,9 +103,13 @@ size_t us_findings_rows_copy(struct us_report_row *out)
     struct us_findings_row *row, *tmp;
     HASH_ITER(hh, rows, row, tmp)
         out[n++] = row->r;
-    for (int i = 0; i < US_RULE_COUNT; i++)
+    for (int i = 0; i < US_RULE_COUNT; i++) {
         if (other_in_use(&other_rows[i]))
             out[n++] = other_rows[i].r;
+        for (int k = 0; k < US_FINDINGS_UNLOCATED_APIS; k++)
+            if (unlocated_rows[i][k].r.count > 0)
+                out[n++] = unlocated_rows[i][k].r;
+    }
     return n;
 }
 
@@ -97,4 +122,5 @@ void us_findings_rows_reset(void)
     }
     row_count = 0;
     memset(other_rows, 0, sizeof other_rows);
+    memset(unlocated_rows, 0, sizeof unlocated_rows);
 }

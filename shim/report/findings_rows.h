@@ -42,6 +42,13 @@ void us_findings_unlock(void);
 struct us_findings_row *us_findings_row_get(enum us_rule_id rule, uint64_t hash, const struct us_site *site,
                                             const char *api);
 
+/* The row of findings counted without a call site (short explicit waits:
+ * option sync_site_min_us), one per (rule, api) for up to
+ * US_FINDINGS_UNLOCATED_APIS APIs a rule, then the rule's first. Called with
+ * the lock held. */
+#define US_FINDINGS_UNLOCATED_APIS 8
+struct us_findings_row *us_findings_row_unlocated(enum us_rule_id rule, const char *api);
+
 /* Add one finding to its row. True if it is the row's first finding (a row
  * made by strict mode has none yet). Called with the lock held. */
 bool us_findings_row_add(struct us_findings_row *row, const struct us_finding *f);

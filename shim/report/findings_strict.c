@@ -180,6 +180,13 @@ static void strict_message(enum us_rule_id rule, const char *line, const struct 
                "the call returns cudaErrorNotPermitted without doing it (once per site)", info->id, info->id, pattern);
 }
 
+bool us_findings_may_forbid(enum us_rule_id rule)
+{
+    const struct us_config *cfg = us_config();
+    return cfg->mode == US_MODE_STRICT && (unsigned)rule < US_RULE_COUNT &&
+           (int)us_rules[rule].severity >= cfg->strict_severity;
+}
+
 bool us_findings_forbidden(enum us_rule_id rule, const struct us_site *site, const char *api)
 {
     const struct us_config *cfg = us_config();

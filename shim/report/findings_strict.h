@@ -17,6 +17,10 @@
  * prints the finding and aborts instead of returning. */
 bool us_findings_forbidden(enum us_rule_id rule, const struct us_site *site, const char *api);
 
+/* Whether strict mode could fail a call for this rule (mode strict, the
+ * rule's severity at or above strict_severity), before the site is known. */
+bool us_findings_may_forbid(enum us_rule_id rule);
+
 /* How many calls strict mode has failed in this process (every one, not only
  * the first at a site), and into latest (terminated, cut to size) the latest
  * one as its message names it: "rule (severity) in api at site", "" before

@@ -325,6 +325,8 @@ char *us_report_text(const struct us_report *r, unsigned top)
             buf_printf(&b, "\n");
             if (row->other)
                 snprintf(where, sizeof where, "(other sites: the table of call sites is full)");
+            else if (row->unlocated)
+                snprintf(where, sizeof where, "(short waits: counted, not located by call site; option sync_site_min_us)");
             else
                 us_callsite_line_source(&row->site, 3, where, sizeof where);
             buf_printf(&b, "%s        at %s\n", pre, where);
@@ -351,7 +353,7 @@ static void json_site(struct buf *b, const struct us_report_row *row)
 {
     const struct us_site *site = &row->site;
     buf_printf(b, "\"site\": {\"python\": [");
-    for (int i = 0; !row->other && i < site->py_depth && i < US_SITE_PY_FRAMES; i++) {
+    for (int i = 0; !row->other && !row->unlocated && i < site->py_depth && i < US_SITE_PY_FRAMES; i++) {
         char file[US_SITE_PY_FILE];
         snprintf(file, sizeof file, "%s", site->py_file[i]);
         char *colon = strrchr(file, ':');
@@ -367,7 +369,7 @@ static void json_site(struct buf *b, const struct us_report_row *row)
         buf_printf(b, "}");
     }
     buf_printf(b, "], \"native\": [");
-    for (int i = 0; !row->other && i < site->depth; i++) {
+    for (int i = 0; !row->other && !row->unlocated && i < site->depth; i++) {
         struct us_frame fr;
         char text[512];
         us_callsite_symbolize_source(site->frames[i], &fr);
@@ -375,7 +377,7 @@ static void json_site(struct buf *b, const struct us_report_row *row)
         buf_json_string(b, us_callsite_frame_text(&fr, text, sizeof text));
     }
     buf_printf(b, "], \"native_at\": [");
-    for (int i = 0; !row->other && i < site->depth; i++) {
+    for (int i = 0; !row->other && !row->unlocated && i < site->depth; i++) {
         struct us_frame fr;
         char text[512];
         us_callsite_symbolize(site->frames[i], &fr);
@@ -388,7 +390,7 @@ static void json_site(struct buf *b, const struct us_report_row *row)
     }
     /* the source of each native frame where its object has debug information */
     buf_printf(b, "], \"native_src\": [");
-    for (int i = 0; !row->other && i < site->depth; i++) {
+    for (int i = 0; !row->other && !row->unlocated && i < site->depth; i++) {
         struct us_frame fr;
         us_callsite_symbolize_source(site->frames[i], &fr);
         buf_printf(b, "%s", i ? ", " : "");
@@ -466,12 +468,12 @@ char *us_report_json(const struct us_report *r)
         buf_json_string(&b, row->api != NULL ? row->api : "?");
         buf_printf(&b, ", \"count\": %llu, \"bytes\": %llu, \"total_ns\": %llu, \"max_ns\": %llu, \"fixed\": %llu, "
                        "\"observed\": %llu, \"forbidden\": %llu, \"first_ns\": %llu, \"last_ns\": %llu, "
-                       "\"other\": %s, \"streams\": [",
+                       "\"other\": %s, \"unlocated\": %s, \"streams\": [",
                    (unsigned long long)row->count, (unsigned long long)row->bytes, (unsigned long long)row->total_ns,
                    (unsigned long long)row->max_ns, (unsigned long long)row->fixed,
                    (unsigned long long)row->observed, (unsigned long long)row->forbidden,
                    (unsigned long long)row->first_ns, (unsigned long long)row->last_ns,
-                   row->other ? "true" : "false");
+                   row->other ? "true" : "false", row->unlocated ? "true" : "false");
         int k = 0;
         for (int s = US_STREAM_USER; s <= US_STREAM_PER_THREAD; s++)
             if (row->stream_kinds & (1u << s))

@@ -24,6 +24,7 @@ struct us_report_row {
     enum us_rule_id rule;
     const char *api;      /* of the first finding at the site */
     bool other;           /* the row of sites past the site cap, per rule */
+    bool unlocated;       /* the row of short waits counted without a site, per (rule, api) */
     uint64_t count, bytes, total_ns, max_ns;
     uint64_t fixed, observed; /* findings the shim rewrote / only saw */
     uint64_t forbidden;   /* calls strict mode failed (not counted above) */

@@ -96,6 +96,34 @@ class MergeTest(unittest.TestCase):
         self.assertEqual(totals["staged_peer"]["total_ns"], 60000000)
 
 
+class UnlocatedTest(unittest.TestCase):
+    """Short explicit waits counted without a call site (option
+    sync_site_min_us): one row per (rule, API) across ranks, never merged
+    with a located row, shown as such."""
+
+    def setUp(self):
+        self.reports = [fixture("rank0.json"), fixture("rank1.json")]
+        for i, r in enumerate(self.reports):
+            for api in ("cudaStreamSynchronize", "cudaEventSynchronize"):
+                r["findings"].append(dict(index=len(r["findings"]), rule="explicit_sync", severity="low", api=api,
+                                          count=10 + i, bytes=0, total_ns=1000 * (10 + i), max_ns=2000, fixed=0,
+                                          observed=10 + i, forbidden=0, first_ns=0, last_ns=0, other=False,
+                                          unlocated=True, streams=["user"], devices=[], site={"python": [], "native": []}))
+        self.rows, _ = ur.merge(self.reports)
+
+    def test_one_row_per_api_across_ranks(self):
+        short = [r for r in self.rows if r["unlocated"]]
+        self.assertEqual(sorted(r["apis"][0] for r in short), ["cudaEventSynchronize", "cudaStreamSynchronize"])
+        for r in short:
+            self.assertEqual(r["count"], 21)
+            self.assertEqual(r["ranks"], {"0": 10, "1": 11})
+        self.assertTrue(all(not r["unlocated"] for r in self.rows if r not in short))
+
+    def test_text_says_so(self):
+        text = ur.render_text(self.reports)
+        self.assertIn("(short waits: counted, not located by call site; option sync_site_min_us)", text)
+
+
 class TextTest(unittest.TestCase):
     def test_merged_text(self):
         text = ur.render_text([fixture("rank0.json"), fixture("rank1.json")])

@@ -26,6 +26,7 @@
 #include "callsite.h"
 #include "config.h"
 #include "findings.h"
+#include "watch.h"
 #include "log.h"
 #include "report.h"
 #include "state.h"
@@ -684,6 +685,87 @@ static void test_findings_strict_abort(void **state)
     assert_non_null(strstr(out, "aborting (strict_action=abort)"));
 }
 
+/* --- short explicit waits (option sync_site_min_us) --------------------------------------------- */
+
+/* One explicit wait through the watch, holding the caller about `us`. */
+static void wait_watched(const char *api, unsigned us)
+{
+    struct us_watch w;
+    assert_true(us_watch_begin(&w, US_RULE_explicit_sync, api));
+    if (us > 0)
+        usleep(us);
+    us_watch_end(&w, NULL, US_STREAM_USER, -1, 0);
+}
+
+static size_t count_rows(const struct us_report *r, bool unlocated)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < r->row_count; i++)
+        n += r->rows[i].rule == US_RULE_explicit_sync && r->rows[i].unlocated == unlocated;
+    return n;
+}
+
+static void test_findings_short_waits_counted_without_site(void **state)
+{
+    (void)state;
+    cfg.sync_site_min_us = 50;
+    use_config();
+    for (int i = 0; i < 3; i++)
+        wait_watched("cudaStreamSynchronize", 0);
+    wait_watched("cudaEventSynchronize", 0);
+    wait_watched("cudaStreamSynchronize", 2000); /* long: located */
+    struct us_report *r = us_findings_collect();
+    assert_non_null(r);
+    assert_int_equal(count_rows(r, true), 2); /* one per API */
+    assert_int_equal(count_rows(r, false), 1);
+    for (size_t i = 0; i < r->row_count; i++) {
+        const struct us_report_row *row = &r->rows[i];
+        if (row->unlocated && strcmp(row->api, "cudaStreamSynchronize") == 0)
+            assert_int_equal(row->count, 3);
+        else if (row->unlocated)
+            assert_string_equal(row->api, "cudaEventSynchronize");
+        else {
+            assert_true(row->site.depth > 0);
+            assert_true(row->max_ns >= 2000000u);
+        }
+    }
+    assert_int_equal(r->event_count, 5); /* every wait on the timeline */
+    us_report_free(r);
+    us_findings_report();
+    assert_non_null(strstr(captured(), "explicit_sync      low  "));
+    assert_non_null(strstr(captured(), " in 5 calls"));
+    assert_non_null(strstr(captured(), "(short waits: counted, not located by call site; option sync_site_min_us)"));
+}
+
+/* 0 locates every wait; strict mode locates every wait it may refuse */
+static void test_findings_short_waits_located_when_asked_or_strict(void **state)
+{
+    (void)state;
+    cfg.sync_site_min_us = 0;
+    use_config();
+    wait_watched("cudaStreamSynchronize", 0);
+    struct us_report *r = us_findings_collect();
+    assert_int_equal(count_rows(r, true), 0);
+    assert_int_equal(count_rows(r, false), 1);
+    us_report_free(r);
+    us_findings_reset();
+
+    cfg.sync_site_min_us = 50;
+    strict(US_SEVERITY_LOW, "explicit_sync"); /* refusable, allowed by rule */
+    wait_watched("cudaStreamSynchronize", 0);
+    r = us_findings_collect();
+    assert_int_equal(count_rows(r, true), 0);
+    assert_int_equal(count_rows(r, false), 1);
+    us_report_free(r);
+    us_findings_reset();
+
+    strict(US_SEVERITY_MEDIUM, ""); /* explicit_sync (low) cannot be refused: short ones unlocated */
+    wait_watched("cudaStreamSynchronize", 0);
+    r = us_findings_collect();
+    assert_int_equal(count_rows(r, true), 1);
+    us_report_free(r);
+}
+
 /* --- the report -------------------------------------------------------------------------------- */
 
 static void test_findings_report_text_rows(void **state)
@@ -850,6 +932,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_findings_report_top, setup, teardown),
         cmocka_unit_test_setup_teardown(test_findings_report_no_cuda_seen, setup, teardown),
         cmocka_unit_test_setup_teardown(test_findings_report_nothing_found, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_findings_short_waits_counted_without_site, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_findings_short_waits_located_when_asked_or_strict, setup, teardown),
         cmocka_unit_test_setup_teardown(test_findings_report_json_file, setup, teardown),
         cmocka_unit_test_setup_teardown(test_findings_report_json_unwritable, setup, teardown),
     };

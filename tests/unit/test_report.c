@@ -194,7 +194,7 @@ static void test_report_json(void **state)
     assert_non_null(strstr(json, "{\"index\": 0, \"rule\": \"pageable_d2h\", \"severity\": \"high\", \"api\": "
                                  "\"cudaMemcpyAsync\", \"count\": 120, \"bytes\": 8053063680, \"total_ns\": 1230000000, "
                                  "\"max_ns\": 12300000, \"fixed\": 100, \"observed\": 20, \"forbidden\": 0"));
-    assert_non_null(strstr(json, "\"other\": false, \"streams\": [\"legacy\"], \"devices\": [0, 2]"));
+    assert_non_null(strstr(json, "\"other\": false, \"unlocated\": false, \"streams\": [\"legacy\"], \"devices\": [0, 2]"));
     assert_non_null(strstr(json, "\"site\": {\"python\": [{\"file\": \"/w/train.py\", \"line\": 42, \"function\": "
                                  "\"step\"}], \"native\": [\"0x1000\"], \"native_at\": [\"0x1000\"], \"native_src\": [null]}"));
     assert_non_null(strstr(json, "\"other\": true"));
