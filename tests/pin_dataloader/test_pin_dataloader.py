@@ -385,6 +385,8 @@ class PinDataLoader(unittest.TestCase):
             ({"UNSTALL_PIN_DATALOADER": "yes"}, "", True),
             ({}, "pin_dataloader = on   # comment\r\n", True),
             ({}, "pin_dataloader = 1\npin_dataloader = off\n", False),
+            ({}, "pin_dataloader = 1\npin_dataloader = 1#x\n", True),
+            ({}, "\tpin_dataloader=TRUE", True),
             ({}, "#pin_dataloader = 1\n", False),
             ({"UNSTALL_PIN_DATALOADER": "0"}, "pin_dataloader = 1\n", False),
             ({"UNSTALL_PIN_DATALOADER": "sure"}, "pin_dataloader = 1\n", True),
