@@ -59,6 +59,7 @@ suite layers python3 tests/common/run_unittest.py layers tests/layers
 [ -d tests/bench ] && suite bench-chart python3 tests/common/run_unittest.py bench-chart tests/bench
 [ -d tests/p2pcheck ] && suite p2pcheck env BUILD="$build" python3 tests/common/run_unittest.py p2pcheck tests/p2pcheck
 [ -d tests/pytest_plugin ] && suite pytest-plugin env BUILD="$build" python3 tests/common/run_unittest.py pytest-plugin tests/pytest_plugin
+[ -d tests/pin_dataloader ] && suite pin-dataloader env BUILD="$build" python3 tests/common/run_unittest.py pin-dataloader tests/pin_dataloader
 [ -x tests/pipelines/run.sh ] && suite pipelines sh tests/pipelines/run.sh "$build"
 [ -x tests/scenarios/run.sh ] && suite scenarios sh tests/scenarios/run.sh "$build"
 [ -x tests/shim/run.sh ] && suite shim sh tests/shim/run.sh "$build"

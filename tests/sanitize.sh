@@ -62,10 +62,10 @@ for san in $sanitizers; do
     # The suites issue 8 names (unit, simulated runtime, pipelines, detection,
     # scenarios) and the stress; the conformance, capture, p2pcheck and chart
     # suites run other programs over the same code paths and are left to the
-    # plain run to keep make check within its time. pytest-plugin preloads the
-    # shim into an uninstrumented python, where a sanitizer's runtime cannot
-    # come first (the plain run covers it).
-    SKIP_SUITES="gen-docs-check unstall-report fuzz conformance conformance-shim capture p2pcheck bench-chart pytest-plugin"
+    # plain run to keep make check within its time. pytest-plugin and
+    # pin-dataloader preload the shim into an uninstrumented python, where a
+    # sanitizer's runtime cannot come first (the plain run covers them).
+    SKIP_SUITES="gen-docs-check unstall-report fuzz conformance conformance-shim capture p2pcheck bench-chart pytest-plugin pin-dataloader"
     if [ "$san" = tsan ]; then
         SKIP_SUITES="$SKIP_SUITES detect faults"
         SCN_MODES=${SAN_SCENARIO_MODES:-shim}

@@ -8,6 +8,8 @@
 #   PREFIX/lib/unstall/libunwind.so.8       (when the build bundled it: tools/bundle-unwind.sh)
 #   PREFIX/libexec/unstall/p2pcheck-probe   (when it was built: make p2pcheck)
 #   PREFIX/share/unstall/config/*.conf      (unstall --profile NAME, --strict)
+#   PREFIX/share/unstall/python/*.py        (option pin_dataloader: the
+#                                            launcher puts it on PYTHONPATH)
 #
 # Usage: tools/install.sh install|uninstall BUILD_DIR PREFIX [DESTDIR]
 # DESTDIR stages the files elsewhere (packaging); the paths written into the
@@ -26,14 +28,17 @@ bindir=$prefix/bin
 libdir=$prefix/lib
 libexecdir=$prefix/libexec/unstall
 confdir=$prefix/share/unstall/config
+pydir=$prefix/share/unstall/python
 tools="unstall unstall-report unstall-compare p2pcheck"
 
 if [ "$action" = uninstall ]; then
     for t in $tools; do rm -f "$destdir$bindir/$t"; done
     rm -f "$destdir$libdir/libunstall.so" "$destdir$libdir/unstall/libunwind.so.8" "$destdir$libexecdir/p2pcheck-probe"
     for c in "$top"/config/*.conf; do rm -f "$destdir$confdir/$(basename "$c")"; done
+    for p in "$here"/python/*.py; do rm -f "$destdir$pydir/$(basename "$p")"; done
+    rm -rf "$destdir$pydir/__pycache__"
     # the folders of our own, when nothing else is left in them
-    rmdir "$destdir$libexecdir" "$destdir$libdir/unstall" "$destdir$confdir" "$destdir$prefix/share/unstall" 2>/dev/null || true
+    rmdir "$destdir$libexecdir" "$destdir$libdir/unstall" "$destdir$confdir" "$destdir$pydir" "$destdir$prefix/share/unstall" 2>/dev/null || true
     echo "uninstall: removed unstall from $destdir$prefix"
     exit 0
 fi
@@ -44,7 +49,7 @@ version=$(git -C "$top" describe --always --dirty 2>/dev/null || echo unknown)
 probe=""
 [ -x "$build/p2pcheck/probe" ] && probe=$build/p2pcheck/probe
 
-mkdir -p "$destdir$bindir" "$destdir$libdir" "$destdir$confdir"
+mkdir -p "$destdir$bindir" "$destdir$libdir" "$destdir$confdir" "$destdir$pydir"
 install -m 0755 "$build/libunstall.so" "$destdir$libdir/libunstall.so"
 # libunwind beside it, where the shim looks first (shim/report/callsite.c)
 if [ -f "$build/unstall/libunwind.so.8" ]; then
@@ -52,9 +57,16 @@ if [ -f "$build/unstall/libunwind.so.8" ]; then
     install -m 0644 "$build/unstall/libunwind.so.8" "$destdir$libdir/unstall/libunwind.so.8"
 fi
 for c in "$top"/config/*.conf; do install -m 0644 "$c" "$destdir$confdir/"; done
-# the launcher names the installed library, profiles and version
+for p in "$here"/python/*.py; do install -m 0644 "$p" "$destdir$pydir/"; done
+# compiled now, for this python3: a user cannot write its cache into the prefix,
+# and every Python start would compile sitecustomize.py again (about 1.5 ms)
+if command -v python3 >/dev/null 2>&1; then
+    python3 -m compileall -q -d "$pydir" "$destdir$pydir" >/dev/null 2>&1 || true
+fi
+# the launcher names the installed library, profiles, sitecustomize and version
 sed -e "s|^installed_lib=\$|installed_lib='$libdir/libunstall.so'|" \
     -e "s|^installed_config=\$|installed_config='$confdir'|" \
+    -e "s|^installed_python=\$|installed_python='$pydir'|" \
     -e "s|^installed_version=\$|installed_version='$version'|" "$here/unstall" >"$destdir$bindir/unstall.tmp"
 grep -q "^installed_lib='" "$destdir$bindir/unstall.tmp" || {
     rm -f "$destdir$bindir/unstall.tmp"; echo "install: tools/unstall has no installed_lib= line" >&2; exit 1; }
@@ -68,6 +80,6 @@ fi
 sed -e "s|^INSTALLED_PROBE = \"\"\$|INSTALLED_PROBE = \"$libexecdir/p2pcheck-probe\"|" \
     -e "s|^INSTALLED_SHIM = \"\"\$|INSTALLED_SHIM = \"$libdir/libunstall.so\"|" "$here/p2pcheck" >"$destdir$bindir/p2pcheck"
 chmod 0755 "$destdir$bindir/p2pcheck"
-echo "install: unstall $version in $destdir$prefix (bin/unstall, lib/libunstall.so, share/unstall/config)"
+echo "install: unstall $version in $destdir$prefix (bin/unstall, lib/libunstall.so, share/unstall/config, share/unstall/python)"
 [ -n "$probe" ] || echo "install: p2pcheck's probe was not built (make p2pcheck needs the CUDA runtime library): p2pcheck will say so"
 exit 0

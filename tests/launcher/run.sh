@@ -192,7 +192,8 @@ else
     if make --no-print-directory -s -C "$root" install BUILD="$build" PREFIX="$prefix" >"$work/install.out" 2>&1; then
         missing=""
         for f in bin/unstall bin/unstall-report bin/unstall-compare bin/p2pcheck lib/libunstall.so \
-            share/unstall/config/strict.conf share/unstall/config/pytorch.conf share/unstall/config/unstall.conf; do
+            share/unstall/config/strict.conf share/unstall/config/pytorch.conf share/unstall/config/unstall.conf \
+            share/unstall/python/sitecustomize.py share/unstall/python/unstall_pin_dataloader.py; do
             [ -f "$prefix/$f" ] || missing="$missing $f"
         done
         # libunwind travels with the library where the build bundled it
@@ -231,6 +232,11 @@ else
         *"RESULT case=B test=held_small"*" ok=1"*"unstall report"*"|"*"unstall report: 1 process"*) pass installed_launcher_runs ;;
         *) fail installed_launcher_runs "$(printf '%s' "$out|$rendered" | tail -3)" ;;
     esac
+    # ... puts the installed sitecustomize first on PYTHONPATH for --pin-dataloader
+    # (what it does there: tests/pin_dataloader)
+    out=$(cd / && PYTHONPATH=/elsewhere "$prefix/bin/unstall" --pin-dataloader sh -c 'echo "$PYTHONPATH"' 2>&1)
+    if [ "$out" = "$prefix/share/unstall/python:/elsewhere" ]; then pass installed_launcher_pin_dataloader_path
+    else fail installed_launcher_pin_dataloader_path "PYTHONPATH=$out"; fi
     out=$(cd / && env -u LD_LIBRARY_PATH "$prefix/bin/unstall" --compare -- "$build/scenarios/case_b_pageable_h2d" held_small 2>&1)
     case "$out" in
         *"what unstall saw and changed"*pageable_h2d*) pass installed_compare_runs ;;

@@ -26,7 +26,9 @@ GPU is missing. Cases:
                 launches small kernels: worst launch, D2H GB/s (seed 002)
     cnn         the DataLoader CNN job of issue 11: 64x3x64x64 batches, 2
                 workers, pin_memory per --pin, .to('cuda', non_blocking=True),
-                loss.item() each step: steps/s and the weights
+                loss.item() each step: steps/s, the weights, and whether the
+                loader pins (under tools/unstall --pin-dataloader it does with
+                --pin 0)
     ddp         under torchrun, one process per GPU: DDP with pageable batches
                 and a .cpu() per step: steps/s and the weights per rank
     strict      under the shim's strict mode: a pageable .cpu() fails, named by
@@ -561,6 +563,8 @@ def case_cnn(args):
     loader = torch.utils.data.DataLoader(InMemory(images, labels), batch_size=64, num_workers=2,
                                          pin_memory=bool(args.pin), shuffle=True, drop_last=True,
                                          generator=torch.Generator().manual_seed(4), persistent_workers=True)
+    # what the loader does, whatever --pin asked: option pin_dataloader may have changed it
+    figure("cnn_loader_pin_memory", 1 if loader.pin_memory else 0, "bool")
     torch.manual_seed(0)
     model = SmallCNN().to(DEV)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
