@@ -1,7 +1,7 @@
 """The option pin_dataloader (tools/python/sitecustomize.py, the launcher's
 --pin-dataloader) without torch or a GPU: each test runs a small program in a
 fresh python3 over a stub torch package that this file writes into a
-temporary folder (torch.cuda.is_available() from STUB_CUDA, a DataLoader that
+temporary folder (torch.cuda.device_count() from STUB_CUDA; is_available() fails the test, a DataLoader that
 keeps its pin_memory, re-exported by torch.utils.data as real torch does).
 
 Run by tests/run-all.sh (make check) with BUILD set to the build folder (the
@@ -33,7 +33,9 @@ STUB = {
     "torch/cuda/__init__.py": (
         "import os\n\n\n"
         "def is_available():\n"
-        "    return os.environ.get('STUB_CUDA', '1') == '1'\n"
+        "    raise AssertionError('is_available() initialises the CUDA driver: device_count() must be asked')\n\n\n"
+        "def device_count():\n"
+        "    return 1 if os.environ.get('STUB_CUDA', '1') == '1' else 0\n"
     ),
     "torch/utils/__init__.py": "",
     "torch/utils/data/__init__.py": "from torch.utils.data.dataloader import DataLoader\n",

@@ -4,7 +4,7 @@ Python imports this module at start-up when its folder (tools/python in a
 checkout, PREFIX/share/unstall/python once installed) is on PYTHONPATH;
 tools/unstall puts it there when pin_dataloader is on. With the option on,
 every torch.utils.data.DataLoader made in the process pins its batches, as
-DataLoader(..., pin_memory=True) does, where torch.cuda.is_available():
+DataLoader(..., pin_memory=True) does, where torch.cuda.device_count() > 0:
 torch's pin thread then receives the workers' batches off the training
 thread (issue 11). The option is read as the shim reads it: the default (off),
 then the line "pin_dataloader = value" of the file named by UNSTALL_CONFIG,

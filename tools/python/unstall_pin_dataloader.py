@@ -3,7 +3,7 @@ loads this file when torch imports torch.utils.data.dataloader; it is not
 read at start-up).
 
 patch(module) wraps DataLoader.__init__ so that a loader made without
-pinning, where torch.cuda.is_available(), gets pin_memory=True, every other
+pinning, where torch sees a CUDA device (torch.cuda.device_count()), gets pin_memory=True, every other
 argument as the program gave it, and says once which loader it pinned.
 
 Standard library only; Python 3.8 and later.
@@ -27,9 +27,13 @@ def say(message):
 
 
 def cuda_available():
-    """torch.cuda.is_available(), False when torch cannot say."""
+    """Whether torch sees a CUDA device, False when it cannot say. Asked with
+    torch.cuda.device_count(), which counts through NVML where it can: unlike
+    is_available(), it does not initialise the CUDA driver in this process,
+    which a program that later forks CUDA-using children must not have done
+    (pin_memory=True asks is_available() only when the loader is iterated)."""
     try:
-        return bool(sys.modules["torch"].cuda.is_available())
+        return sys.modules["torch"].cuda.device_count() > 0
     except Exception:
         return False
 
