@@ -7,6 +7,7 @@
 #include "export.h"
 #include "inflight.h"
 #include "ptrtable.h"
+#include "staging.h"
 
 /* After an allocation (or registration): teach the table the range.
  * Allocations are not findings: cudaMalloc, and pinned allocation and
@@ -25,6 +26,8 @@ US_EXPORT cudaError_t cudaMalloc(void **devPtr, size_t size)
     if (real->cudaMalloc == NULL)
         return US_ERR_NO_REAL;
     cudaError_t err = real->cudaMalloc(devPtr, size);
+    if (err == cudaSuccess && us_entry_acts(true))
+        us_staging_warm(); /* once: the pool's first slot, before the first copy needs it */
     return learn(err, err == cudaSuccess ? *devPtr : NULL, size, US_MEM_DEVICE);
 }
 

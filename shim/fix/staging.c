@@ -20,6 +20,7 @@
 #include "log.h"
 #include "ondevice.h"
 #include "real.h"
+#include "state.h"
 
 struct block {
     struct block *next;
@@ -356,6 +357,25 @@ bool us_staging_grow_later(const struct us_staging_ask *ask)
     size_t slots = (need + slot - 1) / slot;
     unsigned want = ask->want > US_STAGING_MAX_CLAIM ? US_STAGING_MAX_CLAIM : ask->want;
     return us_grower_request(&us_staging_grower_pool, ask->device, slot, slots < want ? (unsigned)slots : want);
+}
+
+void us_staging_warm(void)
+{
+    static atomic_bool warmed;
+    if (atomic_load_explicit(&warmed, memory_order_relaxed) || atomic_exchange(&warmed, true))
+        return;
+    const struct us_config *cfg = us_config();
+    const struct us_real_api *real = us_real();
+    if (!cfg->fix || !cfg->fix_d2h || us_real_missing_for_rewrite(real) != NULL)
+        return;
+    /* the program may be capturing on another thread: relaxed, as the grower */
+    enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    if (real->cudaThreadExchangeStreamCaptureMode(&mode) != cudaSuccess)
+        return;
+    us_state_enter();
+    grow(US_STAGING_MIN_SLOT, NULL);
+    us_state_leave();
+    real->cudaThreadExchangeStreamCaptureMode(&mode);
 }
 
 unsigned us_staging_missing(size_t slot_bytes, unsigned count)
