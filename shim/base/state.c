@@ -7,7 +7,6 @@
 
 #include "config.h"
 #include "log.h"
-#include "prefault.h"
 #include "ptrtable.h"
 
 _Atomic int us_state_bypass = -1;
@@ -35,8 +34,6 @@ static void init_once_body(void)
     const struct us_config *cfg = us_config();
     pthread_atfork(NULL, NULL, after_fork_in_child);
     us_log(US_LOG_INFO, "loaded (mode %d, fix %d)", cfg->mode, cfg->fix);
-    if (!cfg->disable)
-        us_prefault_code_of((const void *)init_once_body);
     void (*hook)(void) = atomic_load(&start_hook);
     if (!cfg->disable && hook != NULL)
         hook();

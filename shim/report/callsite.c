@@ -3,7 +3,6 @@
 #include "callsite_python.h"
 #include "config.h"
 #include "log.h"
-#include "prefault.h"
 #include "srcline.h"
 
 #include <dlfcn.h>
@@ -171,7 +170,6 @@ static void unwinder_init(void)
     if (set_caching != NULL && space != NULL)
         set_caching(*space, 2 /* UNW_CACHE_PER_THREAD: no lock between threads */);
     unwinder = fast;
-    us_prefault_code_of((const void *)fast);
     us_log_once(&logged_unwinder, US_LOG_INFO, "call sites are captured with libunwind (%s)", from);
 }
 
