@@ -14,9 +14,10 @@
  * rest (staging.h). With none ready (a process's first D2H), it goes native
  * when its stream is idle, and else pins one slot inside the call: a native
  * D2H can deadlock a program whose stream waits for another thread's launch
- * (seed 004), which an idle stream cannot (claim_slots). A small D2H (under
- * option d2h_idle_native_bytes) on an idle stream goes native whatever the
- * pool holds: the rewrite is not faster there.
+ * (seed 004), which an idle stream cannot (claim_slots). The idle check is
+ * made only then: it costs two to four runtime calls, and on an H100 host
+ * sending every small D2H on an idle stream to the native call that way made
+ * them 4 us slower than the rewrite (docs/performance.md).
  *
  * There is no mode that returns before the data is in place (d2h_deferred
  * was removed): correctly ordered code that reads the buffer, or copies from
@@ -30,7 +31,7 @@
 #include "log.h"
 #include "pipeline_common.h"
 
-static int logged_idle_native, logged_small_native;
+static int logged_idle_native;
 
 /* D2H of the chunk at `off`, `len` bytes, into slot k, then the slot's
  * event. *issued: the D2H was. */
@@ -108,13 +109,6 @@ bool us_pipeline_d2h(const struct us_copy *c, const struct us_ctx *home, cudaErr
     struct us_pipe p;
     if (!us_pipe_begin(&p, c, home))
         return false;
-    if (c->bytes < us_config()->d2h_idle_native_bytes && us_pipe_stream_idle(&p)) {
-        us_log_once(&logged_small_native, US_LOG_INFO,
-                    "a D2H under d2h_idle_native_bytes on an idle stream goes native: it cannot wait for "
-                    "another thread then, and the rewrite is not faster at that size");
-        us_pipe_end(&p, NULL, -1);
-        return false;
-    }
     unsigned want = us_config()->slots;
     struct us_pipe_slots s;
     if (!claim_slots(&p, want, &s)) {

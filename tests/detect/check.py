@@ -42,10 +42,8 @@ FIRE = {
     # 4 KiB: native
     'pageable_h2d': dict(rule='pageable_h2d', count=2, apis={'cudaMemcpyAsync'}, bytes=BIG + SMALL_H2D,
                          fixed=0, observed=2, streams={'user'}),
-    # 1 MiB behind a kernel: fixed; 4 B on the then idle stream: native
-    # (d2h_idle_native_bytes), observed
     'pageable_d2h': dict(rule='pageable_d2h', count=2, apis={'cudaMemcpyAsync'}, bytes=BIG + TINY_D2H,
-                         fixed=1, observed=1, streams={'user'}),
+                         fixed=2, observed=0, streams={'user'}),  # d2h_min_bytes 0: every one fixed
     'sync_memcpy': dict(rule='sync_memcpy', count=2, apis={'cudaMemcpy'}, bytes=2 * BIG, fixed=0, observed=2,
                         streams={'legacy'}),
     'sync_memcpy.2d': dict(rule='sync_memcpy', count=2, apis={'cudaMemcpy2D'}, bytes=SIZE_2D, fixed=0,
@@ -349,12 +347,10 @@ def main():
     # rules_prog's sizes straddle the shim's default thresholds, so that the
     # expected fixed counts hold
     opt = parse_option_defaults()
-    h2d, peer, d2h, d2h_idle = (parse_size(opt[k]) for k in ('h2d_min_bytes', 'peer_min_bytes', 'd2h_min_bytes',
-                                                                'd2h_idle_native_bytes'))
-    ok = SMALL_H2D < h2d <= BIG and SMALL_PEER < peer <= BIG and d2h <= TINY_D2H < d2h_idle <= BIG
-    report('thresholds', ok, f'h2d_min_bytes {h2d}, peer_min_bytes {peer}, d2h_min_bytes {d2h}, '
-                             f'd2h_idle_native_bytes {d2h_idle} no longer straddle rules_prog.c sizes: '
-                             f'update BIG/SMALL_* in rules_prog.c and check.py')
+    h2d, peer, d2h = (parse_size(opt[k]) for k in ('h2d_min_bytes', 'peer_min_bytes', 'd2h_min_bytes'))
+    ok = SMALL_H2D < h2d <= BIG and SMALL_PEER < peer <= BIG and d2h <= TINY_D2H
+    report('thresholds', ok, f'h2d_min_bytes {h2d}, peer_min_bytes {peer}, d2h_min_bytes {d2h} no longer '
+                             f'straddle rules_prog.c sizes: update BIG/SMALL_* in rules_prog.c and check.py')
 
     for sit in listed:
         if sit not in known:

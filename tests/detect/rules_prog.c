@@ -242,11 +242,10 @@ SITUATION(clean_pageable_h2d)
     expect_pattern(download(dev_reg, BIG, s), BIG, 2, "registered H2D");
 }
 
-/* pageable_d2h: into pageable memory, 1 MiB and 4 bytes: the first, the
- * process's first D2H, behind the kernel that fills its source, is rewritten
- * (it pins a slot inside the call; on an idle stream it would go native while
- * the pool grows); the second, on the then idle stream and under
- * d2h_idle_native_bytes, goes native */
+/* pageable_d2h: into pageable memory, 1 MiB and 4 bytes (both rewritten:
+ * the first, the process's first D2H, behind the kernel that fills its
+ * source, pins a slot inside the call; on an idle stream it would go native
+ * while the pool grows) */
 SITUATION(fire_pageable_d2h)
 {
     cudaStream_t s = nb_stream();

@@ -53,7 +53,7 @@ fi
 # goes through the pipelines. run.sh's own environment wins where set.
 export FAKECUDA_DEVICES=2 FAKECUDA_TIME_SCALE=1
 export UNSTALL_CHUNK_BYTES=256k UNSTALL_SLOTS=4 UNSTALL_PINNED_MAX=256m
-export UNSTALL_PEER_MIN_BYTES=0 UNSTALL_H2D_MIN_BYTES=0 UNSTALL_D2H_MIN_BYTES=0 UNSTALL_D2H_IDLE_NATIVE_BYTES=0
+export UNSTALL_PEER_MIN_BYTES=0 UNSTALL_H2D_MIN_BYTES=0 UNSTALL_D2H_MIN_BYTES=0
 export UNSTALL_LOG_LEVEL=info UNSTALL_MODE=report
 
 # One run: label, then env assignments and the test names. Its PASS/FAIL
@@ -118,7 +118,7 @@ run first_use_native LD_LIBRARY_PATH="$fake" PIPE_NATIVE=1 FAKECUDA_HOST_ALLOC_U
 shimmed first_use FAKECUDA_HOST_ALLOC_US_PER_MIB=400 FAKECUDA_HOST_REGISTER_US_PER_MIB=110 UNSTALL_CHUNK_BYTES=8m "$prog" first_use_launch
 # each the process's first copies, pinning as costly as on an H100: nothing
 # beyond the inline budget is pinned inside a copy, the grower does the rest
-for t in first_use_large first_use_small_d2h first_use_capture grower_lazy; do
+for t in first_use_large first_use_small_d2h first_use_capture grower_lazy first_malloc_pins_a_slot; do
     run "${t}_native" LD_LIBRARY_PATH="$fake" LD_PRELOAD="${SAN_PRELOAD:+$SAN_PRELOAD }$rec" PIPE_NATIVE=1 FAKECUDA_HOST_ALLOC_US_PER_MIB=400 FAKECUDA_HOST_REGISTER_US_PER_MIB=110 \
         "$prog" "$t"
     run "$t" LD_LIBRARY_PATH="$fake" LD_PRELOAD="$preload $rec" FAKECUDA_HOST_ALLOC_US_PER_MIB=400 FAKECUDA_HOST_REGISTER_US_PER_MIB=110 \
@@ -130,8 +130,6 @@ shimmed seed004_first FAKECUDA_HOST_ALLOC_US_PER_MIB=400 FAKECUDA_HOST_REGISTER_
 # staging is mapped and registered by the shim, and not inherited by fork
 run staging_registered_native LD_LIBRARY_PATH="$fake" PIPE_NATIVE=1 "$prog" staging_registered
 shimmed staging_registered "$prog" staging_registered
-run small_d2h_idle_native_native LD_LIBRARY_PATH="$fake" PIPE_NATIVE=1 "$prog" small_d2h_idle_native
-shimmed small_d2h_idle_native UNSTALL_D2H_IDLE_NATIVE_BYTES=64k "$prog" small_d2h_idle_native
 shimmed no_pinned FAKECUDA_FAULT_HOST_REGISTER=1 FAKECUDA_FAULT_HOST_ALLOC=1 "$prog" fault_no_pinned
 expect_log no_pinned "cudaHostAlloc of .* failed" 1
 shimmed no_events "$prog" fault_no_events
