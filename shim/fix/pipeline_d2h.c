@@ -84,18 +84,22 @@ static cudaError_t copy_now(const struct us_pipe *p, struct us_pipe_slots *s, bo
 }
 
 /* The slots the copy runs with. When none is ready (the process's first D2H,
- * or every slot busy), pinning one inside the call costs far more than the
- * native copy (64 KiB took 0.25 ms on an H100 host, against 8-10 us for a
- * native 4 B D2H). The native call is safe where nothing already queued can
+ * or every slot busy), pinning one inside the call costs far more than a
+ * small native copy (64 KiB took 0.25 ms on an H100 host, against 8-10 us for
+ * a native 4 B D2H). The native call is safe where nothing already queued can
  * make it wait (us_pipe_stream_idle): the deadlock a native D2H causes needs a
- * stream that waits for another thread, as seed 004's waits for an event. So
- * the copy goes native then, while the grower pins the slots; else one slot
- * is pinned here, as before. */
+ * stream that waits for another thread, as seed 004's waits for an event.
+ * But it holds the runtime lock other threads' launches wait on for as long
+ * as it copies: so only a copy of up to US_STAGING_INLINE_MAX (1 MiB: 0.14 ms
+ * natively, less than pinning its slot) goes native then, while the grower
+ * pins the slots; a larger one, or one behind queued work, pins one slot here,
+ * as before (a first 256 MiB D2H sent native held another thread's launch
+ * 243 ms, seed 002 in make torch-test on an H100). */
 static bool claim_slots(const struct us_pipe *p, unsigned want, struct us_pipe_slots *s)
 {
     if (us_pipe_claim(p, want, US_PIPE_CLAIM_READY, s))
         return true;
-    if (us_pipe_stream_idle(p) && us_pipe_grow_later(p, want)) {
+    if (p->copy->bytes <= US_STAGING_INLINE_MAX && us_pipe_stream_idle(p) && us_pipe_grow_later(p, want)) {
         us_log_once(&logged_idle_native, US_LOG_INFO,
                     "a D2H found no pinned slot ready and its stream idle: it went native (it cannot wait for "
                     "another thread then) while a background thread pins the slots");

@@ -1135,15 +1135,17 @@ static bool t_first_use_large(void)
 /* A small D2H that finds no pinned slot ready (the process's first):
  * behind work queued on its stream it is rewritten from its first use, since
  * a native one can deadlock a program whose stream waits for another thread's
- * launch (seed 004): 4 bytes pin one 64 KiB slot inside the call, 1 MiB one
- * slot of 128 KiB (its inline budget; the old shim pinned 4 slots of 128 KiB).
- * On an idle stream it goes native instead, pinning nothing inside the call
- * (a 64 KiB slot took 0.25 ms on an H100 host, the native 4 B copy 8-10 us),
- * and is rewritten once the grower has pinned its slots. */
+ * launch (seed 004): 4 bytes and 256 KiB pin at most one 64 KiB slot inside
+ * the call (their inline budget; the old shim pinned 4 slots of a 1 MiB
+ * copy's 128 KiB). On an idle stream, up to 1 MiB, it goes native instead,
+ * pinning nothing inside the call (a 64 KiB slot took 0.25 ms on an H100
+ * host, the native 4 B copy 8-10 us), and is rewritten once the grower has
+ * pinned its slots; over 1 MiB it is rewritten (a native one holds the
+ * runtime lock for its whole length). */
 static bool t_first_use_small_d2h(void)
 {
-    const size_t sizes_[] = {4, 1u << 20};
-    const size_t budget[] = {INLINE_MIN, (1u << 20) / 8};
+    const size_t sizes_[] = {4, 256u << 10};
+    const size_t budget[] = {INLINE_MIN, INLINE_MIN};
     struct alloc_record rec;
     CHECK(alloc_record_find(&rec), "%s", "alloc_record.so is not preloaded (run.sh does it)");
     cudaStream_t s = stream_on(0, cudaStreamNonBlocking);
@@ -1164,26 +1166,37 @@ static bool t_first_use_small_d2h(void)
         cudaFree(d);
         free(h);
     }
-    /* idle stream, no slot of 4 MiB / 2 ready: native, nothing pinned here */
-    const size_t n = 4u << 20;
-    unsigned char *h = malloc(n), *d = dev_alloc(0, n);
+    /* idle stream, no slot ready: a D2H of 1 MiB (512 KiB slots, none there)
+     * goes native and pins nothing here; one over 1 MiB (the inline budget)
+     * is rewritten all the same, pinning one slot of its budget (a native one
+     * would hold the runtime lock for its whole length) */
+    const size_t big = 4u << 20, n = 1u << 20;
+    unsigned char *h = malloc(big), *d = dev_alloc(0, big);
     CHECK(h != NULL && d != NULL, "%s", "out of memory");
-    fill(d, n, 133);
-    memset(h, 0, n);
     CUDA(cudaStreamSynchronize(s));
+    fill(d, n, 134);
+    memset(h, 0, n);
     rec.reset_here();
     fakecuda_reset_stats();
     CUDA(cudaMemcpyAsync(h, d, n, cudaMemcpyDeviceToHost, s));
-    CHECK(mismatch(h, n, 133) < 0, "%s", "idle stream: data");
+    CHECK(mismatch(h, n, 134) < 0, "%s", "idle stream, 1 MiB: data");
     struct fakecuda_stats st;
     fakecuda_stats(&st);
     CHECK(native || (st.copies_pageable == 1 && st.copies_pinned == 0),
-          "the first 4 MiB D2H on an idle stream was not the native call (%lu pageable, %lu pinned copies)",
+          "the first 1 MiB D2H on an idle stream was not the native call (%lu pageable, %lu pinned copies)",
           st.copies_pageable, st.copies_pinned);
-    CHECK(rec.total_here() == 0, "the first 4 MiB D2H on an idle stream pinned %zu bytes inside the call",
+    CHECK(rec.total_here() == 0, "the first 1 MiB D2H on an idle stream pinned %zu bytes inside the call",
           rec.total_here());
-    CHECK(native || until_rewritten(D2H, h, d, n, s, &rec, 134) > 0, "%s",
-          "the D2H was never rewritten, or a rewritten one pinned memory in the call");
+    fill(d, big, 133); /* slots of 2 MiB: none, the grower adds 512 KiB ones */
+    memset(h, 0, big);
+    rec.reset_here();
+    fakecuda_reset_stats();
+    CUDA(cudaMemcpyAsync(h, d, big, cudaMemcpyDeviceToHost, s));
+    CHECK(mismatch(h, big, 133) < 0, "%s", "idle stream, 4 MiB: data");
+    CHECK(native || all_rewritten(), "%s", "the first 4 MiB D2H on an idle stream went native");
+    CHECK(rec.total_here() <= big / 8, "the first 4 MiB D2H pinned %zu bytes inside the call", rec.total_here());
+    CHECK(native || until_rewritten(D2H, h, d, n, s, &rec, 135) > 0, "%s",
+          "the 1 MiB D2H was never rewritten, or a rewritten one pinned memory in the call");
     cudaFree(d);
     free(h);
     cudaStreamDestroy(s);
