@@ -55,11 +55,14 @@ struct us_pipe_slots {
 /* The most slots one copy claims: half of pinned_max, at least one. */
 unsigned us_pipe_claim_cap(void);
 
-/* How a copy takes its slots: ALL, every slot it wants or none (an H2D);
- * SOME, as many as it can have, at least one (a D2H cycles them); READY, as
- * SOME but only slots ready now, none pinned inside the call and none asked
- * of the grower. */
-enum us_pipe_claim_mode { US_PIPE_CLAIM_ALL, US_PIPE_CLAIM_SOME, US_PIPE_CLAIM_READY };
+/* How a copy takes its slots; each cycles through fewer than it wants.
+ * AVAILABLE: the ready ones, and those missing when they fit the copy's
+ * inline budget; else the grower is asked for them, and with none ready, none
+ * (an H2D goes native meanwhile). SOME: as AVAILABLE, but with none ready one
+ * slot is pinned inside the call (a D2H that must not go native). READY: as
+ * AVAILABLE when some slot is ready now, and none at all otherwise (nothing
+ * pinned, nothing asked of the grower: the caller decides, us_pipe_grow_later). */
+enum us_pipe_claim_mode { US_PIPE_CLAIM_AVAILABLE, US_PIPE_CLAIM_SOME, US_PIPE_CLAIM_READY };
 
 /* Claims up to `want` slots for the copy (us_staging_claim_for_copy: all
  * free now, nobody waits for anything; no more than hold the whole copy;

@@ -313,11 +313,12 @@ unsigned us_staging_claim_for_copy(const struct us_staging_ask *ask, struct us_s
         return grow_inline(got, missing, slot, &held, out);
 
     /* Too much to pin inside this call: the grower adds it. A copy that can
-     * run with fewer slots keeps what it has (and pins one slot inline when it
-     * has none: a D2H must not go native when it can help it, seed 004);
-     * another gives its slots back and goes native. The count asked for is of
-     * slots available to others: those this copy keeps are not. */
-    unsigned inline_now = ask->partial_ok && got == 0 ? 1 : 0;
+     * run with fewer slots keeps what it has (and, pin_one, pins one slot
+     * inline when it has none: a D2H must not go native when it can help it,
+     * seed 004); another gives its slots back and goes native. The count
+     * asked for is of slots available to others: those this copy keeps are
+     * not. */
+    unsigned inline_now = ask->partial_ok && ask->pin_one && got == 0 ? 1 : 0;
     size_t inline_slot = slot <= budget ? slot : us_staging_slot_bytes_for(budget, 1); /* within the budget */
     unsigned total = got + missing;
     if (!ask->partial_ok) {

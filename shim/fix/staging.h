@@ -146,6 +146,8 @@ struct us_staging_ask {
                         * never made active (a copy in a created context): pinned here, in this one */
     bool ready_only;   /* claims only slots ready now: with none, it pins nothing and asks the grower
                         * for nothing (us_staging_grow_later does); ignored with inline_only */
+    bool pin_one;      /* with partial_ok: when none is ready and the missing ones are over the
+                        * budget, one slot is pinned here all the same (a D2H that must not go native) */
 };
 
 /* Claims slots for a copy: up to `want` of at least
@@ -154,8 +156,9 @@ struct us_staging_ask {
  * that is not enough and the missing slots fit the copy's inline budget, pins
  * them here, one allocation each. When they do not, asks the grower thread
  * for them (*growing = true) and returns what the copy has: 0 unless
- * partial_ok, else its ready slots, or one slot pinned here when it had none
- * (of the budget when the copy's own slot size is over it). Without a grower thread (it could not start) it
+ * partial_ok, else its ready slots, or with pin_one one slot pinned here when
+ * it had none (of the budget when the copy's own slot size is over it).
+ * Without a grower thread (it could not start) it
  * pins what the copy needs here. Returns how many slots it claimed; 0 means
  * decline (logged once when the budget, the allocation or the background
  * growth is the cause). */

@@ -340,8 +340,45 @@ static void host_allocs(unsigned *here, unsigned *elsewhere, size_t *largest_her
 
 static unsigned ask(unsigned want, size_t bytes, int device, bool partial_ok, struct us_slot **out, bool *growing)
 {
-    struct us_staging_ask a = {.want = want, .copy_bytes = bytes, .device = device, .partial_ok = partial_ok};
+    struct us_staging_ask a = {
+        .want = want, .copy_bytes = bytes, .device = device, .partial_ok = partial_ok, .pin_one = partial_ok};
     return us_staging_claim_for_copy(&a, out, growing);
+}
+
+/* An H2D's claim (pipeline_h2d.c): it cycles through the slots that are
+ * ready, pinning nothing inside the call past its budget, and goes native
+ * only with none ready. Before, it went native until every slot it wanted was
+ * there: on an H100 a 256 MiB cudaMemcpy repeated 16 times went native every
+ * time, its native copies holding the driver the grower's registrations
+ * wait for. */
+static void test_staging_h2d_runs_with_the_ready_slots(void **state)
+{
+    (void)state;
+    fake_cuda_config(8 * MiB, 4, 1024 * MiB);
+    struct us_slot *s[US_STAGING_MAX_CLAIM];
+    bool growing = false;
+    struct us_staging_ask h2d = {.want = 64, .copy_bytes = 64 * MiB, .device = 0, .partial_ok = true, .pieces = 1};
+    /* none ready: none, nothing pinned here, the grower asked */
+    assert_int_equal(us_staging_claim_for_copy(&h2d, s, &growing), 0);
+    assert_true(growing);
+    us_grower_wait_idle();
+    unsigned here, elsewhere;
+    size_t largest;
+    host_allocs(&here, &elsewhere, &largest);
+    assert_int_equal(here, 0);
+    assert_int_equal(elsewhere, 8);
+    /* a larger copy finds 8 of its 32 slots: it runs with them, the grower adds the rest */
+    h2d.copy_bytes = 256 * MiB;
+    assert_int_equal(us_staging_claim_for_copy(&h2d, s, &growing), 8);
+    assert_true(growing);
+    us_grower_wait_idle();
+    host_allocs(&here, &elsewhere, &largest);
+    assert_int_equal(here, 0);
+    assert_int_equal(elsewhere, 32);
+    us_staging_release(s, 8, NULL);
+    assert_int_equal(us_staging_claim_for_copy(&h2d, s, &growing), 32);
+    assert_false(growing);
+    us_staging_release(s, 32, NULL);
 }
 
 /* A copy whose missing slots come to more than its inline budget pins
@@ -542,6 +579,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_staging_concurrent_claims_are_exclusive, setup, fake_cuda_teardown),
         cmocka_unit_test_setup_teardown(test_staging_inline_budget, setup, fake_cuda_teardown),
         cmocka_unit_test_setup_teardown(test_staging_large_growth_goes_to_the_grower, setup, fake_cuda_teardown),
+        cmocka_unit_test_setup_teardown(test_staging_h2d_runs_with_the_ready_slots, setup, fake_cuda_teardown),
         cmocka_unit_test_setup_teardown(test_staging_partial_claim_pins_one_slot_inline, setup, fake_cuda_teardown),
         cmocka_unit_test_setup_teardown(test_staging_small_growth_stays_inline, setup, fake_cuda_teardown),
         cmocka_unit_test_setup_teardown(test_staging_grower_tops_up_to_what_is_available, setup, fake_cuda_teardown),

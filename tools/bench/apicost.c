@@ -118,6 +118,37 @@ int main(int argc, char **argv)
         cudaMemcpyAsync(dev, host, 4, cudaMemcpyHostToDevice, s);
         cudaStreamSynchronize(s);
     });
+    /* the pageable D2H rewrite's own steps on the legacy stream and on a
+     * blocking stream (what cudaMemcpy and smallcopy's d2h_async take) */
+    cudaStream_t bs;
+    CHECK(cudaStreamCreate(&bs));
+    ROW("cudaMemcpy_pinned_d2h_4B", cudaMemcpy(pinned, dev, 4, cudaMemcpyDeviceToHost));
+    ROW("legacy_pinned_d2h_4B_event_sync", {
+        cudaMemcpyAsync(pinned, dev, 4, cudaMemcpyDeviceToHost, 0);
+        cudaEventRecord(e, 0);
+        cudaEventSynchronize(e);
+    });
+    ROW("legacy_pinned_d2h_4B_stream_sync", {
+        cudaMemcpyAsync(pinned, dev, 4, cudaMemcpyDeviceToHost, 0);
+        cudaStreamSynchronize(0);
+    });
+    ROW("blocking_pinned_d2h_4B_event_sync", {
+        cudaMemcpyAsync(pinned, dev, 4, cudaMemcpyDeviceToHost, bs);
+        cudaEventRecord(e, bs);
+        cudaEventSynchronize(e);
+    });
+    ROW("blocking_pageable_d2h_4B_sync", {
+        cudaMemcpyAsync(host, dev, 4, cudaMemcpyDeviceToHost, bs);
+        cudaStreamSynchronize(bs);
+    });
+    ROW("legacy_pinned_d2h_4KiB_event_sync_memcpy", {
+        cudaMemcpyAsync(pinned, dev, 4096, cudaMemcpyDeviceToHost, 0);
+        cudaEventRecord(e, 0);
+        cudaEventSynchronize(e);
+        memcpy(host, pinned, 4096);
+    });
+    ROW("cudaMemcpy_pageable_d2h_4KiB", cudaMemcpy(host, dev, 4096, cudaMemcpyDeviceToHost));
+    CHECK(cudaStreamDestroy(bs));
     ROW("cudaMemcpy_pageable_h2d_4B", cudaMemcpy(dev, host, 4, cudaMemcpyHostToDevice));
     ROW("cudaMemcpy_pageable_d2h_4B", cudaMemcpy(host, dev, 4, cudaMemcpyDeviceToHost));
 

@@ -18,7 +18,8 @@
  * Usage: smallcopy [MAX_BYTES [OP...]]   (default 256 MiB, every op; the script
  * runs one op a process, so that each op's first row holds a first copy)
  * Environment: SMALLCOPY_REPS (default 400 for rows up to 1 MiB, fewer above,
- * so that a row moves at most about 4 GiB). */
+ * so that a row moves at most about 4 GiB); SMALLCOPY_MIN (bytes: smaller rows
+ * are left out, to study the large ones alone). */
 #include <cuda_runtime_api.h>
 
 #include <stdbool.h>
@@ -121,6 +122,8 @@ int main(int argc, char **argv)
 {
     size_t max_bytes = argc > 1 ? strtoull(argv[1], NULL, 0) : (size_t)256 << 20;
     static const size_t sizes[] = { 4, 4 << 10, 64 << 10, 256 << 10, 1 << 20, 2 << 20, 4 << 20, 16 << 20, 64 << 20, 256 << 20 };
+    const char *min_env = getenv("SMALLCOPY_MIN");
+    size_t min_bytes = min_env != NULL ? strtoull(min_env, NULL, 0) : 0;
     size_t largest = 4;
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
         if (sizes[i] <= max_bytes)
@@ -142,7 +145,8 @@ int main(int argc, char **argv)
         if (!wanted)
             continue;
         for (size_t i = 0; i < sizeof sizes / sizeof sizes[0] && sizes[i] <= max_bytes; i++)
-            row((enum op)op, sizes[i], host, back, dev, s, seed++);
+            if (sizes[i] >= min_bytes)
+                row((enum op)op, sizes[i], host, back, dev, s, seed++);
     }
     CHECK(cudaStreamDestroy(s));
     CHECK(cudaFree(dev));

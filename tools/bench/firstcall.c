@@ -1,0 +1,75 @@
+/* firstcall.c - what a process's first copies cost the caller: the calls a
+ * program makes before any warm-up, which a benchmark of many calls hides in
+ * its median. tools/bench/firstcall.sh runs it in many processes, natively
+ * and under the shim, interleaved.
+ *
+ * The program allocates device memory and a stream, as a program does before
+ * its first copy, then times each of these once, in this order, on the host:
+ *   h2d_4B        cudaMemcpy host-to-device, 4 bytes from malloc memory
+ *   d2h_4B        cudaMemcpy device-to-host, 4 bytes into malloc memory
+ *   d2h_4B_2nd    the same again
+ *   d2h_async_4B  cudaMemcpyAsync device-to-host on the stream + cudaStreamSynchronize
+ *   d2h_64KiB     cudaMemcpy device-to-host, 64 KiB
+ *   h2d_1MiB      cudaMemcpy host-to-device, 1 MiB
+ *   d2h_1MiB      cudaMemcpy device-to-host, 1 MiB
+ * Output: one line, FIRSTCALL name=us name=us ... ok=<0|1> (ok: the bytes
+ * came back as they went). */
+#include <cuda_runtime_api.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define CHECK(call)                                                                                   \
+    do {                                                                                              \
+        cudaError_t err_ = (call);                                                                    \
+        if (err_ != cudaSuccess) {                                                                    \
+            fprintf(stderr, "firstcall: %s failed: %s (line %d)\n", #call, cudaGetErrorName(err_), __LINE__); \
+            exit(1);                                                                                  \
+        }                                                                                             \
+    } while (0)
+
+static double now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+}
+
+#define TIMED(name, body)                                  \
+    do {                                                   \
+        double t0_ = now_us();                             \
+        body;                                              \
+        printf(" %s=%.1f", name, now_us() - t0_);          \
+    } while (0)
+
+int main(void)
+{
+    enum { MiB = 1 << 20 };
+    unsigned char *host = malloc(MiB), *back = malloc(MiB);
+    if (host == NULL || back == NULL)
+        return 1;
+    for (int i = 0; i < MiB; i++)
+        host[i] = (unsigned char)(i * 7 + 3);
+    memset(back, 0, MiB);
+    void *dev;
+    cudaStream_t s;
+    CHECK(cudaMalloc(&dev, MiB));
+    CHECK(cudaStreamCreate(&s));
+    printf("FIRSTCALL");
+    TIMED("h2d_4B", CHECK(cudaMemcpy(dev, host, 4, cudaMemcpyHostToDevice)));
+    TIMED("d2h_4B", CHECK(cudaMemcpy(back, dev, 4, cudaMemcpyDeviceToHost)));
+    TIMED("d2h_4B_2nd", CHECK(cudaMemcpy(back, dev, 4, cudaMemcpyDeviceToHost)));
+    TIMED("d2h_async_4B", {
+        CHECK(cudaMemcpyAsync(back, dev, 4, cudaMemcpyDeviceToHost, s));
+        CHECK(cudaStreamSynchronize(s));
+    });
+    TIMED("d2h_64KiB", CHECK(cudaMemcpy(back, dev, 64 << 10, cudaMemcpyDeviceToHost)));
+    TIMED("h2d_1MiB", CHECK(cudaMemcpy(dev, host, MiB, cudaMemcpyHostToDevice)));
+    TIMED("d2h_1MiB", CHECK(cudaMemcpy(back, dev, MiB, cudaMemcpyDeviceToHost)));
+    printf(" ok=%d\n", memcmp(host, back, MiB) == 0);
+    CHECK(cudaStreamDestroy(s));
+    CHECK(cudaFree(dev));
+    return 0;
+}

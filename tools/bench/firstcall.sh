@@ -1,0 +1,60 @@
+#!/bin/sh
+# A process's first copies (tools/bench/firstcall.c), natively and under the
+# shim, in PROCS processes each, interleaved so that both see the same machine
+# state; prints the median and the worst of each call over the processes.
+#
+# Usage: tools/bench/firstcall.sh [BUILD_DIR] [PROCS]   (default build, 15)
+# Environment: FIRSTCALL_VARIANTS: extra shim runs, each a space-free list of
+# VAR=value joined by commas (e.g. "UNSTALL_MODE=off UNSTALL_FIX=0").
+# Without a GPU it runs over the simulated runtime: figures mean nothing.
+build=$(cd "${1:-build}" && pwd) || exit 1
+procs=${2:-15}
+here=$(cd "$(dirname "$0")" && pwd)
+cuda=${CUDA_HOME:-/usr/local/cuda}
+shim=$build/libunstall.so
+[ -f "$shim" ] || { echo "firstcall: missing $shim (make shim)"; exit 1; }
+if nvidia-smi -L >/dev/null 2>&1; then
+    libdir=$cuda/lib64 where="GPU: $(nvidia-smi -L | head -1)"
+else
+    libdir=$build/fakecuda where="simulated runtime (no GPU): figures mean nothing"
+fi
+mkdir -p "$build/bench"
+bin=$build/bench/firstcall
+${CC:-gcc} -std=c11 -D_GNU_SOURCE -O2 -Wall -Wextra -Werror -I"$cuda/include" "$here/firstcall.c" -o "$bin" \
+    -L"$libdir" -lcudart -Wl,-rpath,"$libdir" || exit 1
+out=$(mktemp -d)
+variants="native shim"
+for v in ${FIRSTCALL_VARIANTS:-}; do variants="$variants $v"; done
+i=0
+while [ $i -lt "$procs" ]; do
+    for v in $variants; do
+        case $v in
+        native) "$bin" >>"$out/native" || exit 1 ;;
+        shim) LD_PRELOAD="$shim" UNSTALL_REPORT=/dev/null "$bin" >>"$out/shim" 2>/dev/null || exit 1 ;;
+        *) env $(echo "$v" | tr ',' ' ') LD_PRELOAD="$shim" UNSTALL_REPORT=/dev/null "$bin" >>"$out/$v" 2>/dev/null || exit 1 ;;
+        esac
+    done
+    i=$((i + 1))
+done
+echo "firstcall: $where, $procs processes each (us on the calling thread: median / worst)"
+python3 - "$out" $variants <<'PY'
+import sys, statistics
+out, variants = sys.argv[1], sys.argv[2:]
+rows = {}
+for v in variants:
+    for line in open(f"{out}/{v}"):
+        for f in line.split()[1:]:
+            k, val = f.split("=")
+            rows.setdefault(k, {}).setdefault(v, []).append(float(val))
+print(f"{'call':14}" + "".join(f"{v[:24]:>26}" for v in variants))
+for k, per in rows.items():
+    cells = []
+    for v in variants:
+        xs = per.get(v, [])
+        if k == "ok":
+            cells.append(f"{'all ok' if xs and min(xs) == 1 else 'MISMATCH':>26}")
+        else:
+            cells.append(f"{statistics.median(xs):>15.1f} / {max(xs):>8.1f}")
+    print(f"{k:14}" + "".join(cells))
+PY
+rm -rf "$out"
