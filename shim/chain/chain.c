@@ -4,6 +4,7 @@
 #include "hang.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 
 #include "classify.h"
 #include "config.h"
@@ -60,6 +61,18 @@ static const struct us_ctx *copy_context(const struct us_ctx **home, bool *looke
 }
 
 static cudaError_t copy_run(struct us_copy *c);
+
+void us_copy_warm(void)
+{
+    static atomic_bool warmed;
+    if (atomic_load_explicit(&warmed, memory_order_relaxed) || atomic_exchange(&warmed, true))
+        return;
+    us_staging_warm();
+    if (us_findings_wanted()) {
+        struct us_site site;
+        us_site_capture(&site);
+    }
+}
 
 cudaError_t us_copy_run(struct us_copy *c)
 {

@@ -4,6 +4,7 @@
  * cudaFreeHost and cudaHostUnregister (pinned_alloc_sync). */
 #include <stdint.h>
 
+#include "chain.h"
 #include "export.h"
 #include "inflight.h"
 #include "ptrtable.h"
@@ -27,7 +28,7 @@ US_EXPORT cudaError_t cudaMalloc(void **devPtr, size_t size)
         return US_ERR_NO_REAL;
     cudaError_t err = real->cudaMalloc(devPtr, size);
     if (err == cudaSuccess && us_entry_acts(true))
-        us_staging_warm(); /* once: the pool's first slot, before the first copy needs it */
+        us_copy_warm(); /* once: the first copy's one-time costs, paid here */
     return learn(err, err == cudaSuccess ? *devPtr : NULL, size, US_MEM_DEVICE);
 }
 

@@ -374,7 +374,16 @@ void us_staging_warm(void)
     if (real->cudaThreadExchangeStreamCaptureMode(&mode) != cudaSuccess)
         return;
     us_state_enter();
-    grow(US_STAGING_MIN_SLOT, NULL);
+    struct us_slot *slot;
+    if (grow(US_STAGING_MIN_SLOT, &slot)) {
+        /* and its event in the current context, where the first copy is
+         * likely issued (made on first use there otherwise) */
+        const struct us_ctx *here = us_context_this();
+        cudaEvent_t event;
+        if (here != NULL)
+            (void)us_staging_slot_event(slot, here, here, &event);
+        us_staging_release(&slot, 1, NULL);
+    }
     us_state_leave();
     real->cudaThreadExchangeStreamCaptureMode(&mode);
 }

@@ -170,8 +170,8 @@ unsigned us_staging_claim_for_copy(const struct us_staging_ask *ask, struct us_s
  * for about 0.25 ms (H100 host): inside the first D2H that needed the slot,
  * or beside it on the grower thread, where the native copy waited for it,
  * the first 4 B D2H took 190-740 us against 45-125 natively; beside a device
- * allocation it is paid once where nobody waits for it. Not when rewriting
- * D2H is off. */
+ * allocation it is paid once where nobody waits for it. The slot's event in
+ * the current context is made then too. Not when rewriting D2H is off. */
 void us_staging_warm(void);
 
 /* Asks the grower thread for the slots the copy wants (as many as hold it,

@@ -3,7 +3,6 @@
 #include "findings_rings.h"
 
 #include <pthread.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -28,15 +27,27 @@ int us_findings_thread_id(void)
     return tid;
 }
 
-void us_findings_rings_prepare(void)
+/* Both rings are allocated at load: the first rewritten copy of a process
+ * must not pay for a ring of its own (calloc zeroes it). After a reset, on
+ * first use. */
+static void events_prepare(void)
 {
     if (events == NULL)
         events = calloc(EVENTS_MAX, sizeof *events);
 }
 
+void us_findings_rings_prepare(void)
+{
+    events_prepare();
+    pthread_mutex_lock(&span_lock);
+    if (spans == NULL)
+        spans = calloc(SPANS_MAX, sizeof *spans);
+    pthread_mutex_unlock(&span_lock);
+}
+
 void us_findings_event_push(const struct us_report_event *event)
 {
-    us_findings_rings_prepare();
+    events_prepare();
     if (events != NULL) {
         events[event_total % EVENTS_MAX] = *event;
         event_total++;
@@ -71,7 +82,7 @@ void us_findings_span(const char *name, int device, uint64_t start_ns, uint64_t 
         spans = calloc(SPANS_MAX, sizeof *spans);
     if (spans != NULL) {
         struct us_report_span *s = &spans[span_total % SPANS_MAX];
-        snprintf(s->name, sizeof s->name, "%s", name != NULL ? name : "span");
+        s->name = name != NULL ? name : "span";
         s->device = device;
         s->tid = tid;
         s->start_ns = start_ns;

@@ -49,7 +49,7 @@ struct us_report_event {
 
 /* One pipeline span (us_findings_span). */
 struct us_report_span {
-    char name[24];
+    const char *name;     /* a string that lives as long as the process (us_findings_span) */
     int device;
     int tid;
     uint64_t start_ns, end_ns, bytes;

@@ -5,7 +5,8 @@
 #
 # Usage: tools/bench/firstcall.sh [BUILD_DIR] [PROCS]   (default build, 15)
 # Environment: FIRSTCALL_VARIANTS: extra shim runs, each a space-free list of
-# VAR=value joined by commas (e.g. "UNSTALL_MODE=off UNSTALL_FIX=0").
+# VAR=value joined by commas (e.g. "UNSTALL_MODE=off UNSTALL_FIX=0"; LD_PRELOAD=path
+# runs another build of the shim).
 # Without a GPU it runs over the simulated runtime: figures mean nothing.
 build=$(cd "${1:-build}" && pwd) || exit 1
 procs=${2:-15}
@@ -27,11 +28,13 @@ variants="native shim"
 for v in ${FIRSTCALL_VARIANTS:-}; do variants="$variants $v"; done
 i=0
 while [ $i -lt "$procs" ]; do
+    k=0
     for v in $variants; do
+        k=$((k + 1)) # the variant's file: its position (a variant may hold a path)
         case $v in
-        native) "$bin" >>"$out/native" || exit 1 ;;
-        shim) LD_PRELOAD="$shim" UNSTALL_REPORT=/dev/null "$bin" >>"$out/shim" 2>/dev/null || exit 1 ;;
-        *) env $(echo "$v" | tr ',' ' ') LD_PRELOAD="$shim" UNSTALL_REPORT=/dev/null "$bin" >>"$out/$v" 2>/dev/null || exit 1 ;;
+        native) "$bin" >>"$out/$k" || exit 1 ;;
+        shim) LD_PRELOAD="$shim" UNSTALL_REPORT=/dev/null "$bin" >>"$out/$k" 2>/dev/null || exit 1 ;;
+        *) env LD_PRELOAD="$shim" UNSTALL_REPORT=/dev/null $(echo "$v" | tr ',' ' ') "$bin" >>"$out/$k" 2>/dev/null || exit 1 ;;
         esac
     done
     i=$((i + 1))
@@ -41,12 +44,12 @@ python3 - "$out" $variants <<'PY'
 import sys, statistics
 out, variants = sys.argv[1], sys.argv[2:]
 rows = {}
-for v in variants:
-    for line in open(f"{out}/{v}"):
+for k, v in enumerate(variants, 1):
+    for line in open(f"{out}/{k}"):
         for f in line.split()[1:]:
             k, val = f.split("=")
             rows.setdefault(k, {}).setdefault(v, []).append(float(val))
-print(f"{'call':14}" + "".join(f"{v[:24]:>26}" for v in variants))
+print(f"{'call':14}" + "".join(f"{v.split('/')[-2] if '/' in v else v:>26.24}" for v in variants))
 for k, per in rows.items():
     cells = []
     for v in variants:
