@@ -33,11 +33,13 @@
  * too few ready slots pins the missing ones inside the call only when they
  * come to no more than its inline budget (us_staging_inline_budget: an eighth
  * of the copy, 64 KiB at least, 1 MiB at most). Otherwise it asks the grower
- * thread (grower.h) to add them and, if it cannot run with fewer slots (an
- * H2D), goes native at once: exactly the native call. A D2H runs with the
- * slots it has, cycling through them; with none, it goes native when its
+ * thread (grower.h) to add them and runs with the slots it has, cycling
+ * through them (partial_ok; both pipelines since session 21: an H2D that
+ * waited for all of them went native every time while its native copies held
+ * the driver the grower waits for). With none, an H2D goes native at once:
+ * exactly the native call; a D2H goes native when its
  * stream is idle (pipeline_d2h.c: ready_only, us_staging_grow_later), else
- * pins one slot inline (of the budget when its own slot size is over it): a
+ * pins one slot inline (pin_one; of the budget when its own slot size is over it): a
  * native D2H can deadlock a program whose stream waits for another thread's
  * launch (seed 004), which an idle stream cannot. The next copies of that size
  * find the grower's slots ready. The grower tops the pool up to what the copy
