@@ -80,3 +80,6 @@ python3 "$here/chart.py" --native "$out/native" --shim "$out/shim" --timeline "$
 echo
 echo "bench: small copies, 4 B to 256 MiB, natively and under the shim (tools/bench/smallcopy.sh)"
 sh "$here/smallcopy.sh" "$build" | tee "$build/smallcopy.md"
+echo
+echo "bench: a process's first copies, 10 processes each, natively and under the shim (tools/bench/firstcall.sh)"
+sh "$here/firstcall.sh" "$build" 10 | tee "$build/firstcall.md"
