@@ -132,8 +132,10 @@ class PytestUnstall(unittest.TestCase):
         self.assert_outcome(res, "test_pageable_d2h_ignored", "passed")
         self.assert_outcome(res, "test_pageable_d2h_checked", "failure", "assert 800 == 0")
 
+    # "test_clean", not "clean": -k also matches the names of the directories above the file
+    # (a checkout in /tmp/cleanclone selected every test)
     def test_clean_tests_pass(self):
-        rc, out, res = self.pytest("-k", "clean")
+        rc, out, res = self.pytest("-k", "test_clean")
         self.assertEqual(rc, 0, out)
         self.assertEqual(sorted(res), ["test_clean", "test_clean_after"])
         self.assertIn("unstall: strict mode;", out)
@@ -153,7 +155,7 @@ class PytestUnstall(unittest.TestCase):
         self.assertEqual(res, {})
 
     def test_not_strict_says_so_in_the_header(self):
-        rc, out, res = self.pytest("-k", "clean", env={"UNSTALL_MODE": "report"})
+        rc, out, res = self.pytest("-k", "test_clean", env={"UNSTALL_MODE": "report"})
         self.assertEqual(rc, 0, out)
         self.assertIn("do not ask for strict mode", out)
 
