@@ -4,12 +4,14 @@
  * (tools/bench/costs.c). */
 #include <pthread.h>
 #include <setjmp.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -91,6 +93,44 @@ static void all_sizes(void)
         check_copy(sizes[i], 1, 3, seed++);    /* both unaligned, differently */
         check_copy(sizes[i], 4093, 17, seed++);
     }
+}
+
+/* Into memory never touched (a D2H into a fresh tensor), private or shared,
+ * with its first page mapped by a read or not: the copied bytes land, every
+ * other byte of the mapping stays zero. */
+static void check_fresh(int flags, bool touch_first_page)
+{
+    const size_t map = 8u << 20, doff = 4096 + 123, n = (5u << 20) + 77;
+    unsigned char *dst = mmap(NULL, map, PROT_READ | PROT_WRITE, flags | MAP_ANONYMOUS, -1, 0);
+    assert_true(dst != MAP_FAILED);
+    unsigned char *src = malloc(n), *ref = calloc(1, map);
+    assert_non_null(src);
+    assert_non_null(ref);
+    fill(src, n, 99);
+    memcpy(ref + doff, src, n);
+    if (touch_first_page)
+        assert_int_equal(dst[doff & ~(size_t)4095], 0); /* a read maps the zero page: still not written */
+    us_hostcopy(dst + doff, src, n);
+    assert_memory_equal(dst, ref, map);
+    munmap(dst, map);
+    free(src);
+    free(ref);
+}
+
+static void fresh_destinations(void)
+{
+    check_fresh(MAP_PRIVATE, false);
+    check_fresh(MAP_PRIVATE, true);
+    check_fresh(MAP_SHARED, false);
+}
+
+static void test_hostcopy_fresh_destination(void **state)
+{
+    (void)state;
+    set_threads(1, 4096);
+    fresh_destinations();
+    set_threads(4, 4096);
+    fresh_destinations();
 }
 
 static void test_hostcopy_one_thread(void **state)
@@ -210,6 +250,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         T(test_hostcopy_one_thread),
         T(test_hostcopy_pool),
+        T(test_hostcopy_fresh_destination),
         T(test_hostcopy_below_min_stays_on_caller),
         T(test_hostcopy_many_threads),
         T(test_hostcopy_concurrent_callers),

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -74,7 +75,15 @@ static void finding_costs(void)
 {
     const int n = 200000;
     struct us_site site;
-    caller(&site, true, 8); /* warm: the unwinder, the row */
+    /* a process's first finding, after what the shim does at load
+     * (us_findings_prepare): the first one pays what no earlier call did */
+    us_findings_prepare();
+    double f0 = now_ns();
+    caller(&site, true, 8);
+    double f1 = now_ns();
+    caller(&site, true, 8);
+    double f2 = now_ns();
+    printf("costs: finding.first %.0f ns, second %.0f ns (capture and record, one site)\n", f1 - f0, f2 - f1);
     double t0 = now_ns();
     for (int i = 0; i < n; i++)
         caller(&site, false, 8);
@@ -184,6 +193,20 @@ static void hostcopy_costs(size_t mib)
     }
     if (memcmp(dst, src, n) != 0)
         printf("costs: hostcopy copied wrong bytes\n");
+    /* into memory never touched, as a D2H into a fresh tensor: one copy per
+     * mapping (the first is the only one that finds the pages missing) */
+    for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i += 3) {
+        config.copy_threads = counts[i];
+        use_config();
+        unsigned char *fresh = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (fresh == MAP_FAILED)
+            break;
+        double t0 = now_ns();
+        us_hostcopy(fresh, src, n);
+        double g = (double)n / (now_ns() - t0);
+        printf("costs: hostcopy.fresh_threads_%u %.1f GB/s (%zu MiB into memory never touched)\n", counts[i], g, mib);
+        munmap(fresh, n);
+    }
     free(src);
     free(dst);
 }
