@@ -10,7 +10,8 @@
  *
  * Usage: apicost [REPS]      (default 20000)
  * Output: APICOST name=<what> ns=<per call> */
-#include <cuda_runtime_api.h>
+#define BENCH_NAME "apicost"
+#include "bench_cuda.h"
 
 #include <dlfcn.h>
 #include <execinfo.h>
@@ -19,22 +20,6 @@
 #include <string.h>
 #include <time.h>
 
-#define CHECK(call)                                                                                 \
-    do {                                                                                            \
-        cudaError_t err_ = (call);                                                                  \
-        if (err_ != cudaSuccess) {                                                                  \
-            fprintf(stderr, "apicost: %s failed: %s (line %d)\n", #call, cudaGetErrorName(err_), __LINE__); \
-            exit(1);                                                                                \
-        }                                                                                           \
-    } while (0)
-
-static double now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e9 + ts.tv_nsec;
-}
-
 static unsigned reps = 20000;
 static double best;
 
@@ -42,11 +27,11 @@ static double best;
     do {                                                                     \
         best = 1e30;                                                         \
         for (int round_ = 0; round_ < 5; round_++) {                         \
-            double t0_ = now_ns();                                           \
+            double t0_ = bench_now_ns();                                     \
             for (unsigned i_ = 0; i_ < reps; i_++) {                         \
                 body;                                                        \
             }                                                                \
-            double per_ = (now_ns() - t0_) / reps;                           \
+            double per_ = (bench_now_ns() - t0_) / reps;                     \
             if (per_ < best)                                                 \
                 best = per_;                                                 \
         }                                                                    \

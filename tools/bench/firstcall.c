@@ -14,34 +14,19 @@
  *   d2h_1MiB      cudaMemcpy device-to-host, 1 MiB
  * Output: one line, FIRSTCALL name=us name=us ... ok=<0|1> (ok: the bytes
  * came back as they went). */
-#include <cuda_runtime_api.h>
+#define BENCH_NAME "firstcall"
+#include "bench_cuda.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#define CHECK(call)                                                                                   \
-    do {                                                                                              \
-        cudaError_t err_ = (call);                                                                    \
-        if (err_ != cudaSuccess) {                                                                    \
-            fprintf(stderr, "firstcall: %s failed: %s (line %d)\n", #call, cudaGetErrorName(err_), __LINE__); \
-            exit(1);                                                                                  \
-        }                                                                                             \
-    } while (0)
-
-static double now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
-}
-
-#define TIMED(name, body)                                  \
-    do {                                                   \
-        double t0_ = now_us();                             \
-        body;                                              \
-        printf(" %s=%.1f", name, now_us() - t0_);          \
+#define TIMED(name, body)                                    \
+    do {                                                     \
+        double t0_ = bench_now_us();                         \
+        body;                                                \
+        printf(" %s=%.1f", name, bench_now_us() - t0_);      \
     } while (0)
 
 int main(void)

@@ -20,7 +20,8 @@
  * Environment: SMALLCOPY_REPS (default 400 for rows up to 1 MiB, fewer above,
  * so that a row moves at most about 4 GiB); SMALLCOPY_MIN (bytes: smaller rows
  * are left out, to study the large ones alone). */
-#include <cuda_runtime_api.h>
+#define BENCH_NAME "smallcopy"
+#include "bench_cuda.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -29,25 +30,8 @@
 #include <string.h>
 #include <time.h>
 
-#define CHECK(call)                                                                             \
-    do {                                                                                        \
-        cudaError_t err_ = (call);                                                              \
-        if (err_ != cudaSuccess) {                                                              \
-            fprintf(stderr, "smallcopy: %s failed: %s (line %d)\n", #call, cudaGetErrorName(err_), \
-                    __LINE__);                                                                  \
-            exit(1);                                                                            \
-        }                                                                                       \
-    } while (0)
-
 enum op { OP_H2D, OP_D2H, OP_D2H_ASYNC, OP_H2D_ASYNC, OP_COUNT };
 static const char *const op_name[OP_COUNT] = { "h2d", "d2h", "d2h_async", "h2d_async" };
-
-static double now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
-}
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -90,7 +74,7 @@ static void row(enum op op, size_t bytes, unsigned char *host, unsigned char *ba
         memset(back, 0xa5, bytes);
     }
     for (unsigned i = 0; i < reps; i++) {
-        double t0 = now_us();
+        double t0 = bench_now_us();
         switch (op) {
         case OP_H2D: CHECK(cudaMemcpy(dev, host, bytes, cudaMemcpyHostToDevice)); break;
         case OP_D2H: CHECK(cudaMemcpy(back, dev, bytes, cudaMemcpyDeviceToHost)); break;
@@ -104,7 +88,7 @@ static void row(enum op op, size_t bytes, unsigned char *host, unsigned char *ba
             break;
         default: break;
         }
-        t[i] = now_us() - t0;
+        t[i] = bench_now_us() - t0;
     }
     if (to_device) /* what landed on the device comes back through a plain copy */
         CHECK(cudaMemcpy(back, dev, bytes, cudaMemcpyDeviceToHost));
