@@ -10,7 +10,10 @@
  * own_wait (the event waited for on the reading stream itself, not on the
  * legacy stream), on_legacy (the reading copy on the legacy stream),
  * writer_on_legacy (the D2H behind the kernel on the legacy stream itself, the
- * reading copy on the per-thread or a blocking stream, no event), bN (N bytes),
+ * reading copy on the per-thread or a blocking stream, no event),
+ * writer_on_per_thread (the writer on the per-thread or, with blocking, a
+ * blocking stream, the reading copy on the legacy stream; with sync_api by
+ * cudaMemcpy), bN (N bytes),
  * legacy_copy (with per_thread: a small D2D copy on
  * the legacy stream after its wait, as the GPU stress's chain had). Outcome:
  * late (every word the new one), early
@@ -59,6 +62,18 @@ int main(int argc, char **argv)
     cudaStream_t w = cf_stream(0, false), r = cf_stream(0, false);
     cudaEvent_t ev;
     CF_CK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+    if (cf_arg("writer_on_per_thread")) {
+        /* the other way round: the writer on the per-thread or a blocking
+         * stream, the reading copy on the legacy stream, no event */
+        cudaStream_t wr = cf_arg("blocking") ? cf_stream(0, true) : cudaStreamPerThread;
+        cf_fill(wr, src, words, NEW_SEED, 200);
+        CF_CK(cudaMemcpyAsync(h, src, bytes, cudaMemcpyDeviceToHost, wr));
+        if (cf_arg("sync_api")) /* cudaMemcpy: the legacy stream, and it returns when done */
+            CF_CK(cudaMemcpy(dst, h, bytes, cudaMemcpyHostToDevice));
+        else
+            CF_CK(cudaMemcpyAsync(dst, h, bytes, cudaMemcpyHostToDevice, cudaStreamLegacy));
+        return report(dst, words);
+    }
     if (cf_arg("writer_on_legacy")) {
         /* the writer's work on the legacy stream itself, the reader on the
          * per-thread or a blocking stream, no event: the implicit ordering alone */

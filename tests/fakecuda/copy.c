@@ -256,13 +256,16 @@ enum fc_hold {
     FC_HOLD_API_LOCK, /* the same, holding the API lock (case C) */
 };
 
-/* A small H2D from pinned memory reads its source when it is issued, not when
- * it runs, on a blocking or per-thread stream with nothing of its own queued
- * (no work, no event wait), although it runs after the legacy stream's earlier
- * work (implicit ordering): measured on an H100 (driver 580, CUDA 13.0;
- * tests/conformance/pinned_h2d_reads_late.c): 52 B to 16 KiB early, 32 KiB and
- * more late; pinned and registered alike; with the event waited for on the
- * stream itself, or on the legacy or a non-blocking stream, late. */
+/* A small asynchronous H2D from pinned memory reads its source when it is
+ * issued, not when it runs, on a stream with nothing of its own queued (no
+ * work, no event wait), although it runs after the work the implicit ordering
+ * between the legacy stream and the blocking streams puts before it: measured
+ * on an H100 (driver 580, CUDA 13.0; tests/conformance/pinned_h2d_reads_late.c)
+ * on the per-thread, a blocking and the legacy stream: 52 B to 16 KiB early,
+ * 32 KiB and more late; pinned and registered alike; with the event waited for
+ * on the copy's own stream, late; cudaMemcpy, late. Only for a destination on
+ * the stream's device: the cross-device ordering of the legacy stream is not
+ * measured for it. */
 #define FC_PINNED_H2D_EARLY_MAX ((size_t)16 << 10)
 
 /* The source copied into a buffer the op owns: what it carries is what the
@@ -357,7 +360,7 @@ static cudaError_t do_copy(const struct fc_copy_args *a)
             fc_capture_add_node_locked(s, &node);
         }
     } else if (err == cudaSuccess && path == FC_PATH_H2D_PINNED && !a->sync && bytes <= FC_PINNED_H2D_EARLY_MAX &&
-               fc_stream_blocking(s) && s->completed == s->submitted && !read_source_now(op, a)) {
+               dm.device == s->device && s->completed == s->submitted && !read_source_now(op, a)) {
         err = cudaErrorMemoryAllocation; /* (the early read: see FC_PINNED_H2D_EARLY_MAX) */
     } else if (err == cudaSuccess) {
         int others[2];
