@@ -334,7 +334,13 @@ unsigned us_staging_claim_for_copy(const struct us_staging_ask *ask, struct us_s
     }
     *growing = true;
     if (ask->partial_ok) {
-        got = grow_inline(got, inline_now, inline_slot, &held, out);
+        /* the smaller slots earlier copies of this size pinned inside their
+         * call, free again while the grower works: used before pinning one
+         * more (each such copy had pinned one of its own, and ran slow) */
+        if (inline_now && inline_slot < slot)
+            got = claim_ready(want, inline_slot, need, &held, out);
+        if (got == 0)
+            got = grow_inline(got, inline_now, inline_slot, &held, out);
         if (got > 0) {
             us_log_once(&logged_partial, US_LOG_DEBUG,
                         "a copy runs with %u of the %u staging slots it wants while the pool grows in the background",

@@ -39,7 +39,8 @@
  * the driver the grower waits for). With none, an H2D goes native at once:
  * exactly the native call; a D2H goes native when its
  * stream is idle (pipeline_d2h.c: ready_only, us_staging_grow_later), else
- * pins one slot inline (pin_one; of the budget when its own slot size is over it): a
+ * pins one slot inline (pin_one; of the budget when its own slot size is over it;
+ * one such smaller slot pinned earlier and free again is used instead): a
  * native D2H can deadlock a program whose stream waits for another thread's
  * launch (seed 004), which an idle stream cannot. The next copies of that size
  * find the grower's slots ready. The grower tops the pool up to what the copy

@@ -424,6 +424,32 @@ static void test_staging_large_growth_goes_to_the_grower(void **state)
     assert_int_equal(fake_cuda_log_count("goes native while a background thread grows the pool"), 1);
 }
 
+/* A D2H whose own slots the grower has not pinned yet uses the smaller slot
+ * that an earlier copy of its size pinned inside its call, free again, rather
+ * than pinning one more: each such copy had pinned a slot of its own and ran
+ * through it alone, the slow calls of the 2-16 MiB rows' p99 while the pool
+ * grew (tools/bench/smallcopy.sh on an H100). Here the grower's allocations
+ * fail, so the copy's own slots never come. */
+static void test_staging_partial_claim_reuses_the_inline_slot(void **state)
+{
+    (void)state;
+    fake_cuda_config(8 * MiB, 4, 1024 * MiB);
+    struct us_slot *s[4];
+    bool growing = false;
+    fake_cuda_fail(FAKE_cudaHostAlloc, 2, 0, cudaErrorMemoryAllocation); /* the first succeeds: the inline one */
+    assert_int_equal(ask(4, 64 * MiB, 0, true, s, &growing), 1);
+    assert_true(growing);
+    assert_int_equal(s[0]->bytes, US_STAGING_INLINE_MAX);
+    struct us_slot *first = s[0];
+    us_grower_wait_idle();
+    us_staging_release(s, 1, NULL);
+    assert_int_equal(ask(4, 64 * MiB, 0, true, s, &growing), 1); /* pinning one more would fail */
+    assert_true(growing);
+    assert_ptr_equal(s[0], first);
+    us_staging_release(s, 1, NULL);
+    us_grower_wait_idle();
+}
+
 /* A D2H runs with fewer slots than it wants: one pinned inside the call when
  * it has none, within the budget (a D2H is rewritten from its first use,
  * seed 004), the rest from the grower. Before, a first 1 MiB D2H
@@ -581,6 +607,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_staging_large_growth_goes_to_the_grower, setup, fake_cuda_teardown),
         cmocka_unit_test_setup_teardown(test_staging_h2d_runs_with_the_ready_slots, setup, fake_cuda_teardown),
         cmocka_unit_test_setup_teardown(test_staging_partial_claim_pins_one_slot_inline, setup, fake_cuda_teardown),
+        cmocka_unit_test_setup_teardown(test_staging_partial_claim_reuses_the_inline_slot, setup, fake_cuda_teardown),
         cmocka_unit_test_setup_teardown(test_staging_small_growth_stays_inline, setup, fake_cuda_teardown),
         cmocka_unit_test_setup_teardown(test_staging_grower_tops_up_to_what_is_available, setup, fake_cuda_teardown),
         cmocka_unit_test_setup_teardown(test_staging_grower_respects_pinned_max, setup, fake_cuda_teardown),
