@@ -46,6 +46,22 @@ __attribute__((noinline)) static int depth3(int (*fn)(void **, int), void **buf,
 __attribute__((noinline)) static int depth2(int (*fn)(void **, int), void **buf, int n) { return depth3(fn, buf, n) + 0 * __LINE__; }
 __attribute__((noinline)) static int depth1(int (*fn)(void **, int), void **buf, int n) { return depth2(fn, buf, n) + 0 * __LINE__; }
 
+/* The two shapes the copy rows take: a copy then a stream synchronize (what a
+ * program's cudaMemcpyAsync + cudaStreamSynchronize does), and a copy then an
+ * event recorded behind it and waited for (the D2H rewrite's own steps). */
+static void copy_stream_sync(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, cudaStream_t s)
+{
+    cudaMemcpyAsync(dst, src, n, kind, s);
+    cudaStreamSynchronize(s);
+}
+
+static void copy_event_sync(void *dst, const void *src, size_t n, cudaStream_t s, cudaEvent_t e)
+{
+    cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, s);
+    cudaEventRecord(e, s);
+    cudaEventSynchronize(e);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && atoi(argv[1]) > 0)
@@ -86,50 +102,21 @@ int main(int argc, char **argv)
     ROW("cudaEventSynchronize_done", cudaEventSynchronize(e));
     ROW("cudaStreamQuery_idle", cudaStreamQuery(s));
     ROW("cudaStreamSynchronize_idle", cudaStreamSynchronize(s));
-    ROW("cudaMemcpyAsync_pinned_d2h_4B_sync", {
-        cudaMemcpyAsync(pinned, dev, 4, cudaMemcpyDeviceToHost, s);
-        cudaStreamSynchronize(s);
-    });
-    ROW("cudaMemcpyAsync_pinned_d2h_4B_event_sync", {
-        cudaMemcpyAsync(pinned, dev, 4, cudaMemcpyDeviceToHost, s);
-        cudaEventRecord(e, s);
-        cudaEventSynchronize(e);
-    });
-    ROW("cudaMemcpyAsync_pageable_d2h_4B_sync", {
-        cudaMemcpyAsync(host, dev, 4, cudaMemcpyDeviceToHost, s);
-        cudaStreamSynchronize(s);
-    });
-    ROW("cudaMemcpyAsync_pageable_h2d_4B_sync", {
-        cudaMemcpyAsync(dev, host, 4, cudaMemcpyHostToDevice, s);
-        cudaStreamSynchronize(s);
-    });
+    ROW("cudaMemcpyAsync_pinned_d2h_4B_sync", copy_stream_sync(pinned, dev, 4, cudaMemcpyDeviceToHost, s));
+    ROW("cudaMemcpyAsync_pinned_d2h_4B_event_sync", copy_event_sync(pinned, dev, 4, s, e));
+    ROW("cudaMemcpyAsync_pageable_d2h_4B_sync", copy_stream_sync(host, dev, 4, cudaMemcpyDeviceToHost, s));
+    ROW("cudaMemcpyAsync_pageable_h2d_4B_sync", copy_stream_sync(dev, host, 4, cudaMemcpyHostToDevice, s));
     /* the pageable D2H rewrite's own steps on the legacy stream and on a
      * blocking stream (what cudaMemcpy and smallcopy's d2h_async take) */
     cudaStream_t bs;
     CHECK(cudaStreamCreate(&bs));
     ROW("cudaMemcpy_pinned_d2h_4B", cudaMemcpy(pinned, dev, 4, cudaMemcpyDeviceToHost));
-    ROW("legacy_pinned_d2h_4B_event_sync", {
-        cudaMemcpyAsync(pinned, dev, 4, cudaMemcpyDeviceToHost, 0);
-        cudaEventRecord(e, 0);
-        cudaEventSynchronize(e);
-    });
-    ROW("legacy_pinned_d2h_4B_stream_sync", {
-        cudaMemcpyAsync(pinned, dev, 4, cudaMemcpyDeviceToHost, 0);
-        cudaStreamSynchronize(0);
-    });
-    ROW("blocking_pinned_d2h_4B_event_sync", {
-        cudaMemcpyAsync(pinned, dev, 4, cudaMemcpyDeviceToHost, bs);
-        cudaEventRecord(e, bs);
-        cudaEventSynchronize(e);
-    });
-    ROW("blocking_pageable_d2h_4B_sync", {
-        cudaMemcpyAsync(host, dev, 4, cudaMemcpyDeviceToHost, bs);
-        cudaStreamSynchronize(bs);
-    });
+    ROW("legacy_pinned_d2h_4B_event_sync", copy_event_sync(pinned, dev, 4, 0, e));
+    ROW("legacy_pinned_d2h_4B_stream_sync", copy_stream_sync(pinned, dev, 4, cudaMemcpyDeviceToHost, 0));
+    ROW("blocking_pinned_d2h_4B_event_sync", copy_event_sync(pinned, dev, 4, bs, e));
+    ROW("blocking_pageable_d2h_4B_sync", copy_stream_sync(host, dev, 4, cudaMemcpyDeviceToHost, bs));
     ROW("legacy_pinned_d2h_4KiB_event_sync_memcpy", {
-        cudaMemcpyAsync(pinned, dev, 4096, cudaMemcpyDeviceToHost, 0);
-        cudaEventRecord(e, 0);
-        cudaEventSynchronize(e);
+        copy_event_sync(pinned, dev, 4096, 0, e);
         memcpy(host, pinned, 4096);
     });
     ROW("cudaMemcpy_pageable_d2h_4KiB", cudaMemcpy(host, dev, 4096, cudaMemcpyDeviceToHost));
