@@ -268,6 +268,14 @@ enum fc_hold {
  * measured for it. */
 #define FC_PINNED_H2D_EARLY_MAX ((size_t)16 << 10)
 
+/* Under fc_g.mu: whether the copy reads its source at the call (above). */
+static bool reads_source_at_call_locked(const struct fc_copy_args *a, enum fc_path path, size_t bytes,
+                                        const struct fc_mem_info *dm, const struct fc_stream *s)
+{
+    return path == FC_PATH_H2D_PINNED && !a->sync && bytes <= FC_PINNED_H2D_EARLY_MAX && dm->device == s->device &&
+           s->completed == s->submitted;
+}
+
 /* The source copied into a buffer the op owns: what it carries is what the
  * source held now. false: out of memory. */
 static bool read_source_now(struct fc_op *op, const struct fc_copy_args *a)
@@ -359,9 +367,8 @@ static cudaError_t do_copy(const struct fc_copy_args *a)
             node.u.copy.owned = NULL;
             fc_capture_add_node_locked(s, &node);
         }
-    } else if (err == cudaSuccess && path == FC_PATH_H2D_PINNED && !a->sync && bytes <= FC_PINNED_H2D_EARLY_MAX &&
-               dm.device == s->device && s->completed == s->submitted && !read_source_now(op, a)) {
-        err = cudaErrorMemoryAllocation; /* (the early read: see FC_PINNED_H2D_EARLY_MAX) */
+    } else if (err == cudaSuccess && reads_source_at_call_locked(a, path, bytes, &dm, s) && !read_source_now(op, a)) {
+        err = cudaErrorMemoryAllocation; /* the copy is not queued */
     } else if (err == cudaSuccess) {
         int others[2];
         int nothers = legacy_other_devices(s, &sm, &dm, others);
