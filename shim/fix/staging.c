@@ -193,16 +193,16 @@ unsigned us_staging_pieces(bool to_device, size_t copy_bytes)
     return copy_bytes < ((size_t)8 << 20) ? 2 : 4;
 }
 
-/* Under pool.mu: claims available slots of at least min_bytes into out[]
+/* Under pool.mu: claims available slots of min_bytes to max_bytes into out[]
  * (`got` already there, holding *held bytes) until `want` slots or `need`
  * bytes. Returns the new count. */
-static unsigned claim_locked(unsigned got, unsigned want, size_t min_bytes, size_t need, size_t *held,
-                             struct us_slot **out, bool query)
+static unsigned claim_locked(unsigned got, unsigned want, size_t min_bytes, size_t max_bytes, size_t need,
+                             size_t *held, struct us_slot **out, bool query)
 {
     for (struct block *b = pool.head; b != NULL && got < want && *held < need; b = b->next)
         for (unsigned i = 0; i < b->n && got < want && *held < need; i++) {
             struct us_slot *slot = &b->slots[i];
-            if (slot->bytes >= min_bytes && available_locked(slot, query)) {
+            if (slot->bytes >= min_bytes && slot->bytes <= max_bytes && available_locked(slot, query)) {
                 slot->claimed = true;
                 out[got++] = slot;
                 *held += slot->bytes;
@@ -248,13 +248,14 @@ size_t us_staging_inline_budget(size_t copy_bytes)
                                             : budget;
 }
 
-/* Claims what is there now: free slots first (they cost no query), then
- * released ones whose event completed. */
-static unsigned claim_ready(unsigned want, size_t min_bytes, size_t need, size_t *held, struct us_slot **out)
+/* Claims what is there now, of min_bytes to max_bytes: free slots first
+ * (they cost no query), then released ones whose event completed. */
+static unsigned claim_ready(unsigned want, size_t min_bytes, size_t max_bytes, size_t need, size_t *held,
+                            struct us_slot **out)
 {
     pthread_mutex_lock(&pool.mu);
-    unsigned got = claim_locked(0, want, min_bytes, need, held, out, false);
-    got = claim_locked(got, want, min_bytes, need, held, out, true);
+    unsigned got = claim_locked(0, want, min_bytes, max_bytes, need, held, out, false);
+    got = claim_locked(got, want, min_bytes, max_bytes, need, held, out, true);
     pthread_mutex_unlock(&pool.mu);
     return got;
 }
@@ -278,7 +279,7 @@ static unsigned claim_growing(unsigned want, size_t copy_bytes, size_t slot, str
     if (want == 0)
         return 0;
     size_t need = copy_bytes > 0 ? copy_bytes : 1, held = 0;
-    unsigned got = claim_ready(want, slot, need, &held, out);
+    unsigned got = claim_ready(want, slot, SIZE_MAX, need, &held, out);
     /* one slot an allocation, each short (staging.h); as many as the copy needs */
     while (got < want && held < need && grow(slot, out + got)) {
         got++;
@@ -300,7 +301,7 @@ unsigned us_staging_claim_for_copy(const struct us_staging_ask *ask, struct us_s
         return 0;
     size_t slot = us_staging_slot_bytes_for(ask->copy_bytes, ask->pieces > 0 ? ask->pieces : US_STAGING_GROW_DIVISOR);
     size_t need = ask->copy_bytes > 0 ? ask->copy_bytes : 1, held = 0;
-    unsigned got = claim_ready(want, slot, need, &held, out);
+    unsigned got = claim_ready(want, slot, SIZE_MAX, need, &held, out);
     if (got == want || held >= need)
         return got;
     /* short: the slots of `slot` bytes that would complete the claim */
@@ -336,9 +337,11 @@ unsigned us_staging_claim_for_copy(const struct us_staging_ask *ask, struct us_s
     if (ask->partial_ok) {
         /* the smaller slots earlier copies of this size pinned inside their
          * call, free again while the grower works: used before pinning one
-         * more (each such copy had pinned one of its own, and ran slow) */
+         * more (each such copy had pinned one of its own, and ran slow).
+         * Smaller than its own only: the grower's, of its own size, may be
+         * appearing now, and this call neither waits for nor races them */
         if (inline_now && inline_slot < slot)
-            got = claim_ready(want, inline_slot, need, &held, out);
+            got = claim_ready(want, inline_slot, slot - 1, need, &held, out);
         if (got == 0)
             got = grow_inline(got, inline_now, inline_slot, &held, out);
         if (got > 0) {
