@@ -47,10 +47,22 @@ void us_pipe_end(struct us_pipe *p, const char *span, int device);
  * the stream's context, and what each one is when given back. */
 struct us_pipe_slots {
     unsigned n;
+    size_t piece; /* the slot size the copy asked for: its longest chunk, in a larger slot too */
     struct us_slot *slot[US_STAGING_MAX_CLAIM];
     cudaEvent_t event[US_STAGING_MAX_CLAIM];
     int pending[US_STAGING_MAX_CLAIM]; /* -1 free, a context index (the stream's), or US_STAGING_LOST */
 };
+
+/* The chunk that slot k takes from `left` bytes: as long as the slot, and no
+ * longer than the piece the copy asked for. A larger slot (the pool's first
+ * slots are pinned before any copy: us_staging_warm) carries the same chunks
+ * as one of the copy's own size would, so a D2H still overlaps its copy-out
+ * with the next chunk's transfer (us_staging_pieces). */
+static inline size_t us_pipe_chunk_room(const struct us_pipe_slots *s, unsigned k, size_t left)
+{
+    size_t room = s->slot[k]->bytes < s->piece ? s->slot[k]->bytes : s->piece;
+    return left < room ? left : room;
+}
 
 /* The most slots one copy claims: half of pinned_max, at least one. */
 unsigned us_pipe_claim_cap(void);

@@ -50,8 +50,8 @@ static cudaError_t issue_chunk(const struct us_pipe *p, struct us_pipe_slots *s,
 }
 
 /* Returns with the data in place. Chunk j goes to slot j % s->n and is as
- * long as that slot (slots differ in size: staging.h). *issued: whether any
- * chunk was. */
+ * long as that slot allows (us_pipe_chunk_room: slots differ in size,
+ * staging.h). *issued: whether any chunk was. */
 static cudaError_t copy_now(const struct us_pipe *p, struct us_pipe_slots *s, bool *issued)
 {
     const struct us_copy *c = p->copy;
@@ -61,7 +61,7 @@ static cudaError_t copy_now(const struct us_pipe *p, struct us_pipe_slots *s, bo
     *issued = false;
     for (unsigned k = 0; k < s->n && next < c->bytes && err == cudaSuccess; k++, queued++) {
         off[k] = next;
-        len[k] = c->bytes - next < s->slot[k]->bytes ? c->bytes - next : s->slot[k]->bytes;
+        len[k] = us_pipe_chunk_room(s, k, c->bytes - next);
         next += len[k];
         err = issue_chunk(p, s, off[k], len[k], k, issued);
     }
@@ -74,7 +74,7 @@ static cudaError_t copy_now(const struct us_pipe *p, struct us_pipe_slots *s, bo
         us_hostcopy((char *)c->dst + off[k], s->slot[k]->ptr, len[k]);
         if (next < c->bytes) {
             off[k] = next;
-            len[k] = c->bytes - next < s->slot[k]->bytes ? c->bytes - next : s->slot[k]->bytes;
+            len[k] = us_pipe_chunk_room(s, k, c->bytes - next);
             next += len[k];
             queued++;
             err = issue_chunk(p, s, off[k], len[k], k, issued);

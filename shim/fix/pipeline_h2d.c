@@ -47,14 +47,14 @@ bool us_pipeline_h2d(const struct us_copy *c, const struct us_ctx *home, cudaErr
         return false;
     }
 
-    /* chunk i goes to slot i % s.n and is as long as that slot (slots differ
-     * in size: staging.h) */
+    /* chunk i goes to slot i % s.n and is as long as that slot allows
+     * (us_pipe_chunk_room: slots differ in size, staging.h) */
     cudaError_t err = cudaSuccess;
     size_t i = 0, off = 0;
     unsigned k = 0;
     for (; off < c->bytes; i++) {
         k = (unsigned)(i % s.n);
-        size_t len = c->bytes - off < s.slot[k]->bytes ? c->bytes - off : s.slot[k]->bytes;
+        size_t len = us_pipe_chunk_room(&s, k, c->bytes - off);
         if (s.pending[k] >= 0) { /* our own chunk i - s.n is still on its way */
             err = us_pipe_wait(real, s.event[k]);
             if (err != cudaSuccess)

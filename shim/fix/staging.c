@@ -195,9 +195,11 @@ unsigned us_staging_pieces(bool to_device, size_t copy_bytes)
 
 /* Under pool.mu: claims available slots of min_bytes to max_bytes into out[]
  * (`got` already there, holding *held bytes) until `want` slots or `need`
- * bytes. Returns the new count. */
-static unsigned claim_locked(unsigned got, unsigned want, size_t min_bytes, size_t max_bytes, size_t need,
-                             size_t *held, struct us_slot **out, bool query)
+ * bytes. A slot holds at most `piece` bytes of the copy (the chunks are cut
+ * at the copy's own slot size: us_staging_chunk_bytes), so a larger slot
+ * counts as one piece. Returns the new count. */
+static unsigned claim_locked(unsigned got, unsigned want, size_t min_bytes, size_t max_bytes, size_t piece,
+                             size_t need, size_t *held, struct us_slot **out, bool query)
 {
     for (struct block *b = pool.head; b != NULL && got < want && *held < need; b = b->next)
         for (unsigned i = 0; i < b->n && got < want && *held < need; i++) {
@@ -205,31 +207,38 @@ static unsigned claim_locked(unsigned got, unsigned want, size_t min_bytes, size
             if (slot->bytes >= min_bytes && slot->bytes <= max_bytes && available_locked(slot, query)) {
                 slot->claimed = true;
                 out[got++] = slot;
-                *held += slot->bytes;
+                *held += slot->bytes < piece ? slot->bytes : piece;
             }
         }
     return got;
 }
 
-/* A new block of one slot of `bytes`: claimed into *out, or free in the pool
- * when out is NULL. false: no budget, or the allocation failed (logged once
- * each). One allocation of an eighth of the copy or less: see staging.h. */
-static bool grow(size_t bytes, struct us_slot **out)
+/* A new block of n slots of sizes[i] bytes, one pinned allocation: claimed
+ * into out[0..n) when out is not NULL, else free in the pool. false: no
+ * budget, or the allocation failed (logged once each). The sizes are
+ * multiples of US_STAGING_MIN_SLOT, so every slot starts on a page. */
+static bool grow_block(const size_t *sizes, unsigned n, struct us_slot **out)
 {
-    struct block *b = calloc(1, sizeof *b + sizeof b->slots[0]);
+    struct block *b = calloc(1, sizeof *b + n * sizeof b->slots[0]);
     if (b == NULL) {
         us_log_once(&logged_oom, US_LOG_WARN, "out of memory for the staging pool's bookkeeping");
         return false;
     }
+    size_t total = 0;
+    for (unsigned i = 0; i < n; i++)
+        total += sizes[i];
     void *mem;
-    if (!pinned_alloc(bytes, &mem, &b->owner)) {
+    if (!pinned_alloc(total, &mem, &b->owner)) {
         free(b);
         return false;
     }
-    b->n = 1;
-    b->slots[0] = (struct us_slot){.ptr = mem, .bytes = bytes, .pending_ctx = -1, .claimed = out != NULL};
-    if (out != NULL)
-        *out = &b->slots[0];
+    b->n = n;
+    for (size_t i = 0, off = 0; i < n; off += sizes[i], i++) {
+        b->slots[i] = (struct us_slot){
+            .ptr = (char *)mem + off, .bytes = sizes[i], .pending_ctx = -1, .claimed = out != NULL};
+        if (out != NULL)
+            out[i] = &b->slots[i];
+    }
     pthread_mutex_lock(&pool.mu);
     if (pool.tail != NULL)
         pool.tail->next = b;
@@ -238,6 +247,13 @@ static bool grow(size_t bytes, struct us_slot **out)
     pool.tail = b;
     pthread_mutex_unlock(&pool.mu);
     return true;
+}
+
+/* One slot of `bytes`, a block of its own. One allocation of an eighth of
+ * the copy or less: see staging.h. */
+static bool grow(size_t bytes, struct us_slot **out)
+{
+    return grow_block(&bytes, 1, out);
 }
 
 size_t us_staging_inline_budget(size_t copy_bytes)
@@ -250,12 +266,12 @@ size_t us_staging_inline_budget(size_t copy_bytes)
 
 /* Claims what is there now, of min_bytes to max_bytes: free slots first
  * (they cost no query), then released ones whose event completed. */
-static unsigned claim_ready(unsigned want, size_t min_bytes, size_t max_bytes, size_t need, size_t *held,
-                            struct us_slot **out)
+static unsigned claim_ready(unsigned want, size_t min_bytes, size_t max_bytes, size_t piece, size_t need,
+                            size_t *held, struct us_slot **out)
 {
     pthread_mutex_lock(&pool.mu);
-    unsigned got = claim_locked(0, want, min_bytes, max_bytes, need, held, out, false);
-    got = claim_locked(got, want, min_bytes, max_bytes, need, held, out, true);
+    unsigned got = claim_locked(0, want, min_bytes, max_bytes, piece, need, held, out, false);
+    got = claim_locked(got, want, min_bytes, max_bytes, piece, need, held, out, true);
     pthread_mutex_unlock(&pool.mu);
     return got;
 }
@@ -279,7 +295,7 @@ static unsigned claim_growing(unsigned want, size_t copy_bytes, size_t slot, str
     if (want == 0)
         return 0;
     size_t need = copy_bytes > 0 ? copy_bytes : 1, held = 0;
-    unsigned got = claim_ready(want, slot, SIZE_MAX, need, &held, out);
+    unsigned got = claim_ready(want, slot, SIZE_MAX, slot, need, &held, out);
     /* one slot an allocation, each short (staging.h); as many as the copy needs */
     while (got < want && held < need && grow(slot, out + got)) {
         got++;
@@ -301,7 +317,7 @@ unsigned us_staging_claim_for_copy(const struct us_staging_ask *ask, struct us_s
         return 0;
     size_t slot = us_staging_slot_bytes_for(ask->copy_bytes, ask->pieces > 0 ? ask->pieces : US_STAGING_GROW_DIVISOR);
     size_t need = ask->copy_bytes > 0 ? ask->copy_bytes : 1, held = 0;
-    unsigned got = claim_ready(want, slot, SIZE_MAX, need, &held, out);
+    unsigned got = claim_ready(want, slot, SIZE_MAX, slot, need, &held, out);
     if (got == want || held >= need)
         return got;
     /* short: the slots of `slot` bytes that would complete the claim */
@@ -341,7 +357,7 @@ unsigned us_staging_claim_for_copy(const struct us_staging_ask *ask, struct us_s
          * Smaller than its own only: the grower's, of its own size, may be
          * appearing now, and this call neither waits for nor races them */
         if (inline_now && inline_slot < slot)
-            got = claim_ready(want, inline_slot, slot - 1, need, &held, out);
+            got = claim_ready(want, inline_slot, slot - 1, slot, need, &held, out);
         if (got == 0)
             got = grow_inline(got, inline_now, inline_slot, &held, out);
         if (got > 0) {
@@ -369,6 +385,23 @@ bool us_staging_grow_later(const struct us_staging_ask *ask)
     return us_grower_request(&us_staging_grower_pool, ask->device, slot, slots < want ? (unsigned)slots : want);
 }
 
+/* The slots pinned before any copy (us_staging_warm): two of each size
+ * from US_STAGING_MIN_SLOT up, doubling, as far as warm_pinned allows (at
+ * least the first); ascending, so that a claim, which takes the first fit in
+ * the pool's order, finds the smallest of them that fits. Returns the count. */
+static unsigned warm_sizes(size_t budget, size_t *sizes, unsigned cap)
+{
+    unsigned n = 0;
+    size_t total = 0;
+    for (size_t bytes = US_STAGING_MIN_SLOT; bytes <= us_staging_slot_bytes() && n + 2 <= cap; bytes *= 2)
+        for (int twice = 0; twice < 2; twice++)
+            if (n == 0 || total + bytes <= budget) {
+                sizes[n++] = bytes;
+                total += bytes;
+            }
+    return n;
+}
+
 void us_staging_warm(void)
 {
     static atomic_bool warmed;
@@ -376,22 +409,25 @@ void us_staging_warm(void)
         return;
     const struct us_config *cfg = us_config();
     const struct us_real_api *real = us_real();
-    if (!cfg->fix || !cfg->fix_d2h || us_real_missing_for_rewrite(real) != NULL)
+    if (!cfg->fix || (!cfg->fix_d2h && !cfg->fix_h2d) || us_real_missing_for_rewrite(real) != NULL)
         return;
+    size_t sizes[US_STAGING_MAX_CLAIM];
+    size_t budget = cfg->warm_pinned < cfg->pinned_max / 2 ? cfg->warm_pinned : cfg->pinned_max / 2;
+    unsigned n = warm_sizes(budget, sizes, US_STAGING_MAX_CLAIM);
     /* the program may be capturing on another thread: relaxed, as the grower */
     enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
     if (real->cudaThreadExchangeStreamCaptureMode(&mode) != cudaSuccess)
         return;
     us_state_enter();
-    struct us_slot *slot;
-    if (grow(US_STAGING_MIN_SLOT, &slot)) {
-        /* and its event in the current context, where the first copy is
-         * likely issued (made on first use there otherwise) */
+    struct us_slot *slots[US_STAGING_MAX_CLAIM];
+    if (grow_block(sizes, n, slots)) {
+        /* and their events in the current context, where the first copies
+         * are likely issued (made on first use there otherwise) */
         const struct us_ctx *here = us_context_this();
         cudaEvent_t event;
-        if (here != NULL)
-            (void)us_staging_slot_event(slot, here, here, &event);
-        us_staging_release(&slot, 1, NULL);
+        for (unsigned i = 0; i < n && here != NULL; i++)
+            (void)us_staging_slot_event(slots[i], here, here, &event);
+        us_staging_release(slots, n, NULL);
     }
     us_state_leave();
     real->cudaThreadExchangeStreamCaptureMode(&mode);

@@ -167,14 +167,18 @@ struct us_staging_ask {
  * growth is the cause). */
 unsigned us_staging_claim_for_copy(const struct us_staging_ask *ask, struct us_slot **out, bool *growing);
 
-/* Pins the pool's first, smallest slot (US_STAGING_MIN_SLOT) now, once per
- * process: called after the program's first device allocation, usually the
- * call that created its context. A process's first pinning holds the driver
- * for about 0.25 ms (H100 host): inside the first D2H that needed the slot,
- * or beside it on the grower thread, where the native copy waited for it,
- * the first 4 B D2H took 190-740 us against 45-125 natively; beside a device
- * allocation it is paid once where nobody waits for it. The slot's event in
- * the current context is made then too. Not when rewriting D2H is off. */
+/* Pins the pool's first slots now, once per process, in one block: two of
+ * each size from US_STAGING_MIN_SLOT up, doubling, within warm_pinned (and
+ * half of pinned_max), at least the first. Called after the program's first
+ * device allocation, usually the call that created its context. Each pinning
+ * holds the driver, which other threads' CUDA calls wait for, for 0.13-0.5 ms
+ * (H100 host): inside the first D2H that needed the slot, or beside it on the
+ * grower thread, where the native copy waited for it, the first 4 B D2H took
+ * 190-740 us against 45-125 natively, and while the grower pinned the slots
+ * of the first 1-16 MiB copies those copies' worst calls were 3-6 times
+ * native's; beside a device allocation it is paid once where nobody waits for
+ * it. The slots' events in the current context are made then too. Not when
+ * no copy is rewritten. */
 void us_staging_warm(void);
 
 /* Asks the grower thread for the slots the copy wants (as many as hold it,

@@ -83,6 +83,25 @@ static void test_d2h_default_waits_per_chunk_with_slots_in_flight(void **state)
     assert_int_equal(fake_cuda_count(FAKE_cudaEventSynchronize), waits + 10);
 }
 
+/* A slot larger than the copy's own (the pool's first slots are pinned
+ * before any copy, us_staging_warm) carries the copy's own chunk, not one as
+ * long as the slot: a D2H of 4 slots is cut in halves (us_staging_pieces)
+ * so that the copy-out of one overlaps the next one's transfer. Before, one
+ * 16-slot block took it in one chunk: no overlap, and on an H100 the 1-4
+ * MiB D2H medians were 15-70% slower with such slots than with their own. */
+static void test_d2h_larger_slot_carries_the_copys_own_pieces(void **state)
+{
+    (void)state;
+    fake_cuda_begin_warm(16 * SLOT, 4, 128 * SLOT, 4);
+    cudaStream_t s = fake_cuda_user_stream(0);
+    cudaError_t result;
+    assert_true(d2h_checked(US_API_MEMCPY_ASYNC, 4 * SLOT, s, &result));
+    assert_int_equal(result, cudaSuccess);
+    assert_int_equal(fake_cuda_count(FAKE_cudaMemcpyAsync), 2);
+    assert_int_equal(fake_cuda.calls[fake_cuda_find(FAKE_cudaMemcpyAsync, 0)].bytes, 2 * SLOT);
+    assert_int_equal(fake_cuda_count(FAKE_cudaHostAlloc), 0); /* the pool's slots, none pinned */
+}
+
 static void test_d2h_capture_and_invalid_stream_decline(void **state)
 {
     (void)state;
@@ -181,6 +200,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_d2h_data_every_size_class, setup, fake_cuda_teardown),
         cmocka_unit_test_setup_teardown(test_d2h_default_waits_per_chunk_with_slots_in_flight, setup_warm, fake_cuda_teardown),
+        cmocka_unit_test_setup_teardown(test_d2h_larger_slot_carries_the_copys_own_pieces, setup, fake_cuda_teardown),
         cmocka_unit_test_setup_teardown(test_d2h_capture_and_invalid_stream_decline, setup, fake_cuda_teardown),
         cmocka_unit_test_setup_teardown(test_d2h_no_pinned_memory_declines, setup, fake_cuda_teardown),
         cmocka_unit_test_setup_teardown(test_d2h_errors, setup, fake_cuda_teardown),

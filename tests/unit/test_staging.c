@@ -552,6 +552,37 @@ static void test_staging_grower_tops_up_to_what_is_available(void **state)
     us_staging_release(t, 8, NULL);
 }
 
+/* The first device allocation pins the first copies' slots in one block
+ * (us_staging_warm): two of each size from 64 KiB up, doubling, within
+ * warm_pinned (16 MiB: 64 KiB to 4 MiB). Measured on an H100 before: while
+ * the grower pinned the slots of the first 2-4 MiB copies one at a time, each
+ * registration holding the driver, those copies' worst calls were 2-6 times
+ * native's. A claim takes the first fit in the pool's order, ascending here,
+ * so the smallest slots that fit. Once per process: the only test calling it. */
+static void test_staging_warm_pins_the_ladder_in_one_block(void **state)
+{
+    (void)state;
+    fake_cuda_config(8 * MiB, 4, 1024 * MiB);
+    us_staging_warm();
+    assert_int_equal(fake_cuda_count(FAKE_cudaHostAlloc), 1);
+    size_t ladder = 2 * (US_STAGING_MIN_SLOT * 127); /* 64 KiB + 128 KiB + ... + 4 MiB, twice */
+    assert_int_equal(fake_cuda.host_alloc_bytes, ladder);
+    assert_int_equal(us_staging_pinned_bytes(), ladder);
+    /* a 1 MiB copy's eighths: the first four slots of 128 KiB or more, ready */
+    struct us_slot *s[US_STAGING_MAX_CLAIM];
+    bool growing;
+    assert_int_equal(ask(4, MiB, 0, true, s, &growing), 4);
+    assert_false(growing);
+    assert_int_equal(s[0]->bytes, 2 * US_STAGING_MIN_SLOT);
+    assert_int_equal(s[1]->bytes, 2 * US_STAGING_MIN_SLOT);
+    assert_int_equal(s[2]->bytes, 4 * US_STAGING_MIN_SLOT);
+    assert_int_equal(s[3]->bytes, 4 * US_STAGING_MIN_SLOT);
+    for (unsigned i = 0; i + 1 < 4; i++) /* carved from one block, none overlapping */
+        assert_true(s[i]->ptr + s[i]->bytes <= s[i + 1]->ptr);
+    us_staging_release(s, 4, NULL);
+    assert_int_equal(fake_cuda_count(FAKE_cudaHostAlloc), 1);
+}
+
 static void test_staging_grower_respects_pinned_max(void **state)
 {
     (void)state;
@@ -563,8 +594,9 @@ static void test_staging_grower_respects_pinned_max(void **state)
     assert_int_equal(fake_cuda_count(FAKE_cudaHostAlloc), 3);
     assert_int_equal(us_staging_pinned_bytes(), 24 * MiB);
     assert_int_equal(fake_cuda_log_count("pinned_max"), 1);
-    /* what the pool holds serves the copies it can hold */
-    assert_int_equal(ask(64, 24 * MiB, 0, false, s, &growing), 3);
+    /* what the pool holds serves the copies it can hold: one of three pieces
+     * (its own slots are 64 KiB; a larger one counts as one piece) */
+    assert_int_equal(ask(64, 3 * US_STAGING_MIN_SLOT, 0, false, s, &growing), 3);
     assert_false(growing);
     us_staging_release(s, 3, NULL);
     /* the larger one goes native again, and nothing more is pinned */
@@ -610,6 +642,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_staging_partial_claim_reuses_the_inline_slot, setup, fake_cuda_teardown),
         cmocka_unit_test_setup_teardown(test_staging_small_growth_stays_inline, setup, fake_cuda_teardown),
         cmocka_unit_test_setup_teardown(test_staging_grower_tops_up_to_what_is_available, setup, fake_cuda_teardown),
+        cmocka_unit_test_setup_teardown(test_staging_warm_pins_the_ladder_in_one_block, setup, fake_cuda_teardown),
         cmocka_unit_test_setup_teardown(test_staging_grower_respects_pinned_max, setup, fake_cuda_teardown),
         cmocka_unit_test_setup_teardown(test_staging_grower_failure_is_logged_once, setup, fake_cuda_teardown),
     };

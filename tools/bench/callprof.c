@@ -7,7 +7,8 @@
  * shim does not export land here, are timed around the real function and
  * counted. Preloaded alone, it profiles the native program the same way, so
  * the difference of two runs is what the shim adds. At exit it prints one line
- * per function called: calls, mean and total time on the calling thread.
+ * per function called: calls, mean and total time on the calling thread, the
+ * first call's time and the longest.
  *
  * Build: tools/bench/callprof.sh (or cc -shared -fPIC ... -ldl).
  * Output: stderr, or the file named by CALLPROF_OUT. */
@@ -40,7 +41,7 @@ static const char *const fn_names[CALLPROF_COUNT] = {
 #undef US_REAL
 };
 
-static _Atomic uint64_t calls[CALLPROF_COUNT], total_ns[CALLPROF_COUNT];
+static _Atomic uint64_t calls[CALLPROF_COUNT], total_ns[CALLPROF_COUNT], first_ns[CALLPROF_COUNT], max_ns[CALLPROF_COUNT];
 
 static void *next_fn(enum callprof_fn fn)
 {
@@ -60,8 +61,13 @@ static void *next_fn(enum callprof_fn fn)
 static void account(enum callprof_fn fn, uint64_t t0)
 {
     uint64_t dt = now_ns() - t0;
-    atomic_fetch_add_explicit(&calls[fn], 1, memory_order_relaxed);
+    if (atomic_fetch_add_explicit(&calls[fn], 1, memory_order_relaxed) == 0)
+        atomic_store_explicit(&first_ns[fn], dt, memory_order_relaxed);
     atomic_fetch_add_explicit(&total_ns[fn], dt, memory_order_relaxed);
+    uint64_t seen = atomic_load_explicit(&max_ns[fn], memory_order_relaxed);
+    while (dt > seen && !atomic_compare_exchange_weak_explicit(&max_ns[fn], &seen, dt, memory_order_relaxed,
+                                                               memory_order_relaxed))
+        ;
 }
 
 #define US_REAL(ret, name, params, args, rewrite)                      \
@@ -82,12 +88,13 @@ __attribute__((destructor)) static void print_profile(void)
     FILE *out = path != NULL ? fopen(path, "a") : NULL;
     if (out == NULL)
         out = stderr;
-    fprintf(out, "callprof: function calls mean_ns total_us\n");
+    fprintf(out, "callprof: function calls mean_ns total_us first_ns max_ns\n");
     for (int i = 0; i < CALLPROF_COUNT; i++) {
         uint64_t n = atomic_load(&calls[i]);
         if (n > 0)
-            fprintf(out, "callprof: %s %llu %.0f %.1f\n", fn_names[i], (unsigned long long)n,
-                    (double)atomic_load(&total_ns[i]) / (double)n, (double)atomic_load(&total_ns[i]) / 1e3);
+            fprintf(out, "callprof: %s %llu %.0f %.1f %llu %llu\n", fn_names[i], (unsigned long long)n,
+                    (double)atomic_load(&total_ns[i]) / (double)n, (double)atomic_load(&total_ns[i]) / 1e3,
+                    (unsigned long long)atomic_load(&first_ns[i]), (unsigned long long)atomic_load(&max_ns[i]));
     }
     if (out != stderr)
         fclose(out);

@@ -5,6 +5,8 @@
  *
  * The program allocates device memory and a stream, as a program does before
  * its first copy, then times each of these once, in this order, on the host:
+ *   malloc_first  the first cudaMalloc: it creates the context, and the shim
+ *                 pays its one-time costs there (us_copy_warm)
  *   h2d_4B        cudaMemcpy host-to-device, 4 bytes from malloc memory
  *   d2h_4B        cudaMemcpy device-to-host, 4 bytes into malloc memory
  *   d2h_4B_2nd    the same again
@@ -12,22 +14,34 @@
  *   d2h_64KiB     cudaMemcpy device-to-host, 64 KiB
  *   h2d_1MiB      cudaMemcpy host-to-device, 1 MiB
  *   d2h_1MiB      cudaMemcpy device-to-host, 1 MiB
- * Output: one line, FIRSTCALL name=us name=us ... ok=<0|1> (ok: the bytes
- * came back as they went). */
+ * Output: one line, FIRSTCALL name=us name.faults=n ... ok=<0|1> (faults: the
+ * page faults the thread took in the call; ok: the bytes came back as they
+ * went). */
 #define BENCH_NAME "firstcall"
 #include "bench_cuda.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
-#define TIMED(name, body)                                    \
-    do {                                                     \
-        double t0_ = bench_now_us();                         \
-        body;                                                \
-        printf(" %s=%.1f", name, bench_now_us() - t0_);      \
+/* each call's time, then the page faults the calling thread took in it
+ * (minor: memory touched for the first time, code or data) */
+#define TIMED(name, body)                                                           \
+    do {                                                                            \
+        long f0_ = thread_faults();                                                 \
+        double t0_ = bench_now_us();                                                \
+        body;                                                                       \
+        double t_ = bench_now_us() - t0_;                                           \
+        printf(" %s=%.1f %s.faults=%ld", name, t_, name, thread_faults() - f0_);    \
     } while (0)
+
+static long thread_faults(void)
+{
+    struct rusage ru;
+    return getrusage(RUSAGE_THREAD, &ru) == 0 ? ru.ru_minflt + ru.ru_majflt : 0;
+}
 
 int main(void)
 {
@@ -40,9 +54,9 @@ int main(void)
     memset(back, 0, MiB);
     void *dev;
     cudaStream_t s;
-    CHECK(cudaMalloc(&dev, MiB));
-    CHECK(cudaStreamCreate(&s));
     printf("FIRSTCALL");
+    TIMED("malloc_first", CHECK(cudaMalloc(&dev, MiB)));
+    CHECK(cudaStreamCreate(&s));
     TIMED("h2d_4B", CHECK(cudaMemcpy(dev, host, 4, cudaMemcpyHostToDevice)));
     TIMED("d2h_4B", CHECK(cudaMemcpy(back, dev, 4, cudaMemcpyDeviceToHost)));
     TIMED("d2h_4B_2nd", CHECK(cudaMemcpy(back, dev, 4, cudaMemcpyDeviceToHost)));

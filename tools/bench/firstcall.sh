@@ -49,7 +49,7 @@ for k, v in enumerate(variants, 1):
         for f in line.split()[1:]:
             k, val = f.split("=")
             rows.setdefault(k, {}).setdefault(v, []).append(float(val))
-print(f"{'call':14}" + "".join(f"{v.split('/')[-2] if '/' in v else v:>26.24}" for v in variants))
+print(f"{'call':20}" + "".join(f"{v.split('/')[-2] if '/' in v else v:>26.24}" for v in variants))
 for k, per in rows.items():
     cells = []
     for v in variants:
@@ -58,6 +58,6 @@ for k, per in rows.items():
             cells.append(f"{'all ok' if xs and min(xs) == 1 else 'MISMATCH':>26}")
         else:
             cells.append(f"{statistics.median(xs):>15.1f} / {max(xs):>8.1f}")
-    print(f"{k:14}" + "".join(cells))
+    print(f"{k:20}" + "".join(cells))
 PY
 rm -rf "$out"

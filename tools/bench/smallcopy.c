@@ -19,7 +19,9 @@
  * runs one op a process, so that each op's first row holds a first copy)
  * Environment: SMALLCOPY_REPS (default 400 for rows up to 1 MiB, fewer above,
  * so that a row moves at most about 4 GiB); SMALLCOPY_MIN (bytes: smaller rows
- * are left out, to study the large ones alone). */
+ * are left out, to study the large ones alone); SMALLCOPY_SLOW (set: also a
+ * SLOW line per row, the indices and times of its calls over twice the median
+ * + 50 us: at the row's start, as while the pool grows, or anywhere). */
 #define BENCH_NAME "smallcopy"
 #include "bench_cuda.h"
 
@@ -94,7 +96,20 @@ static void row(enum op op, size_t bytes, unsigned char *host, unsigned char *ba
         CHECK(cudaMemcpy(back, dev, bytes, cudaMemcpyDeviceToHost));
     int ok = memcmp(host, back, bytes) == 0;
     double first = t[0];
+    double *in_order = getenv("SMALLCOPY_SLOW") != NULL ? malloc(reps * sizeof *t) : NULL;
+    if (in_order != NULL)
+        memcpy(in_order, t, reps * sizeof *t);
     qsort(t, reps, sizeof *t, cmp_double);
+    if (in_order != NULL) { /* which calls were slow: at the row's start (pool growth) or anywhere */
+        printf("SLOW op=%s bytes=%zu calls over twice the median + 50 us (index=us):", op_name[op], bytes);
+        for (unsigned i = 0, shown = 0; i < reps && shown < 24; i++)
+            if (in_order[i] > 2 * t[reps / 2] + 50) {
+                printf(" %u=%.0f", i, in_order[i]);
+                shown++;
+            }
+        printf("\n");
+        free(in_order);
+    }
     size_t p99 = (size_t)(0.99 * (reps - 1) + 0.5);
     printf("SMALLCOPY op=%s bytes=%zu reps=%u first_us=%.1f median_us=%.1f p99_us=%.1f max_us=%.1f ok=%d\n",
            op_name[op], bytes, reps, first, t[reps / 2], t[p99], t[reps - 1], ok);
