@@ -13,6 +13,7 @@
 #include "engine_late.h"
 #include "log.h"
 #include "findings.h"
+#include "hostcopy.h"
 #include "lanes.h"
 #include "legacy_stream.h"
 #include "staging.h"
@@ -67,7 +68,10 @@ void us_copy_warm(void)
     static atomic_bool warmed;
     if (atomic_load_explicit(&warmed, memory_order_relaxed) || atomic_exchange(&warmed, true))
         return;
+    const struct us_config *cfg = us_config();
     us_staging_warm();
+    if (cfg->fix && (cfg->fix_d2h || cfg->fix_h2d))
+        us_hostcopy_start();
     /* the process's first cudaPointerGetAttributes on host memory took 4-8
      * us more than later ones (H100): paid here, not in the first copy */
     int probe = 0;
