@@ -208,7 +208,7 @@ static void need_two_devices(void)
 #define SITUATION(name) void name(void); void name(void)
 
 /* pageable_h2d: a pageable source above h2d_min_bytes (the process's first:
- * native while the pool grows, docs/pipelines.md) and
+ * fixed through the slots the first cudaMalloc pinned, docs/pipelines.md) and
  * one below it (native: observed), the second with cudaMemcpyDefault (the
  * path comes from the pointers, not from kind). */
 SITUATION(fire_pageable_h2d)

@@ -116,14 +116,18 @@ fi
 # first use with pinning as costly as on an H200 and the default staging sizes
 run first_use_native LD_LIBRARY_PATH="$fake" PIPE_NATIVE=1 FAKECUDA_HOST_ALLOC_US_PER_MIB=400 FAKECUDA_HOST_REGISTER_US_PER_MIB=110 UNSTALL_CHUNK_BYTES=8m "$prog" first_use_launch
 shimmed first_use FAKECUDA_HOST_ALLOC_US_PER_MIB=400 FAKECUDA_HOST_REGISTER_US_PER_MIB=110 UNSTALL_CHUNK_BYTES=8m "$prog" first_use_launch
-# each the process's first copies, pinning as costly as on an H100: nothing
+# each the process's first copies, pinning as costly as on an H100, with a cold
+# pool (warm_pinned=0: the first cudaMalloc pins one 64 KiB slot): nothing
 # beyond the inline budget is pinned inside a copy, the grower does the rest
 for t in first_use_large first_use_small_d2h first_use_capture grower_lazy first_malloc_pins_a_slot; do
     run "${t}_native" LD_LIBRARY_PATH="$fake" LD_PRELOAD="${SAN_PRELOAD:+$SAN_PRELOAD }$rec" PIPE_NATIVE=1 FAKECUDA_HOST_ALLOC_US_PER_MIB=400 FAKECUDA_HOST_REGISTER_US_PER_MIB=110 \
         "$prog" "$t"
     run "$t" LD_LIBRARY_PATH="$fake" LD_PRELOAD="$preload $rec" FAKECUDA_HOST_ALLOC_US_PER_MIB=400 FAKECUDA_HOST_REGISTER_US_PER_MIB=110 \
-        UNSTALL_CHUNK_BYTES=8m "$prog" "$t"
+        UNSTALL_CHUNK_BYTES=8m UNSTALL_WARM_PINNED=0 "$prog" "$t"
 done
+# the default warm_pinned: the first cudaMalloc pins the first copies' slots in one block
+run first_malloc_pins_the_ladder LD_LIBRARY_PATH="$fake" LD_PRELOAD="$preload $rec" FAKECUDA_HOST_ALLOC_US_PER_MIB=400 \
+    FAKECUDA_HOST_REGISTER_US_PER_MIB=110 UNSTALL_CHUNK_BYTES=8m "$prog" first_malloc_pins_a_slot
 expect_log first_use_large "goes native while a background thread grows the pool" 1
 # seed 004 as the process's first copy (a 4-byte D2H): rewritten, no hang
 shimmed seed004_first FAKECUDA_HOST_ALLOC_US_PER_MIB=400 FAKECUDA_HOST_REGISTER_US_PER_MIB=110 UNSTALL_CHUNK_BYTES=8m "$prog" seed004
