@@ -134,7 +134,6 @@ static struct us_staging_ask staging_ask(const struct us_pipe *p, unsigned want,
         .want = want,
         .copy_bytes = p->copy->bytes,
         .device = p->stream_device,
-        .partial_ok = true, /* every pipeline cycles through the slots it has */
         .ready_only = mode == US_PIPE_CLAIM_READY,
         .pin_one = mode == US_PIPE_CLAIM_SOME,
         .pieces = us_staging_pieces(p->copy->path == US_PATH_H2D_PAGEABLE, p->copy->bytes),

@@ -329,48 +329,37 @@ unsigned us_staging_claim_for_copy(const struct us_staging_ask *ask, struct us_s
     if ((size_t)missing * slot <= budget)
         return grow_inline(got, missing, slot, &held, out);
 
-    /* Too much to pin inside this call: the grower adds it. A copy that can
-     * run with fewer slots keeps what it has (and, pin_one, pins one slot
-     * inline when it has none: a D2H must not go native when it can help it,
-     * seed 004); another gives its slots back and goes native. The count
-     * asked for is of slots available to others: those this copy keeps are
-     * not. */
-    unsigned inline_now = ask->partial_ok && ask->pin_one && got == 0 ? 1 : 0;
+    /* Too much to pin inside this call: the grower adds it, and the copy
+     * runs with what it has (and, pin_one, pins one slot inline when it has
+     * none: a D2H must not go native when it can help it, seed 004). The
+     * count asked for is of slots available to others: those this copy
+     * keeps are not. */
+    unsigned inline_now = ask->pin_one && got == 0 ? 1 : 0;
     size_t inline_slot = slot <= budget ? slot : us_staging_slot_bytes_for(budget, 1); /* within the budget */
     unsigned total = got + missing;
-    if (!ask->partial_ok) {
-        us_staging_release(out, got, NULL);
-        got = 0;
-    }
-    unsigned for_grower = ask->partial_ok ? missing - (inline_now && inline_slot == slot ? 1 : 0) : total;
-    if (ask->inline_only || !us_grower_request(&us_staging_grower_pool, ask->device, slot, for_grower)) {
-        /* no grower thread: grow inside the call, as far as the copy needs */
-        if (!ask->partial_ok)
-            return claim_growing(want, ask->copy_bytes, slot, out);
-        return grow_inline(got, missing, slot, &held, out);
-    }
+    unsigned for_grower = missing - (inline_now && inline_slot == slot ? 1 : 0);
+    if (ask->inline_only || !us_grower_request(&us_staging_grower_pool, ask->device, slot, for_grower))
+        return grow_inline(got, missing, slot, &held, out); /* no grower thread: as far as the copy needs */
     *growing = true;
-    if (ask->partial_ok) {
-        /* Smaller slots, ready now, while the grower works. Smaller than its
-         * own only: the grower's, of its own size, may be appearing now, and
-         * this call neither waits for nor races them. A D2H takes those that
-         * earlier copies of its size pinned inside their call (each such copy
-         * had pinned one of its own, and ran slow); a copy that pins none
-         * inside the call (an H2D) those of half its own size or more, as the pool's first slots
-         * (us_staging_warm) are: it went native instead, and on an H100 the
-         * first 14-24 16 MiB H2D of a process took 1.3-2.9 ms each, against
-         * 0.7 once its 8 MiB slots were there (native: 1.3-1.5). */
-        size_t smallest = inline_now ? inline_slot : slot / 2;
-        if (got == 0 && smallest < slot)
-            got = claim_ready(want, smallest, slot - 1, slot, need, &held, out);
-        if (got == 0)
-            got = grow_inline(got, inline_now, inline_slot, &held, out);
-        if (got > 0) {
-            us_log_once(&logged_partial, US_LOG_DEBUG,
-                        "a copy runs with %u of the %u staging slots it wants while the pool grows in the background",
-                        got, total);
-            return got;
-        }
+    /* Smaller slots, ready now, while the grower works. Smaller than its own
+     * only: the grower's, of its own size, may be appearing now, and this
+     * call neither waits for nor races them. A D2H takes those that earlier
+     * copies of its size pinned inside their call (each such copy had pinned
+     * one of its own, and ran slow); a copy that pins none inside the call
+     * (an H2D) those of half its own size or more, as the pool's first slots
+     * (us_staging_warm) are: it went native instead, and on an H100 the
+     * first 14-24 16 MiB H2D of a process took 1.3-2.9 ms each, against 0.7
+     * once its 8 MiB slots were there (native: 1.3-1.5). */
+    size_t smallest = inline_now ? inline_slot : slot / 2;
+    if (got == 0 && smallest < slot)
+        got = claim_ready(want, smallest, slot - 1, slot, need, &held, out);
+    if (got == 0)
+        got = grow_inline(got, inline_now, inline_slot, &held, out);
+    if (got > 0) {
+        us_log_once(&logged_partial, US_LOG_DEBUG,
+                    "a copy runs with %u of the %u staging slots it wants while the pool grows in the background",
+                    got, total);
+        return got;
     }
     us_log_once(&logged_deferred, US_LOG_INFO,
                 "a copy would pin %zu bytes of staging inside the call (over %zu: slower than the native copy); "

@@ -34,10 +34,11 @@
  * come to no more than its inline budget (us_staging_inline_budget: an eighth
  * of the copy, 64 KiB at least, 1 MiB at most). Otherwise it asks the grower
  * thread (grower.h) to add them and runs with the slots it has, cycling
- * through them (partial_ok; both pipelines since session 21: an H2D that
- * waited for all of them went native every time while its native copies held
- * the driver the grower waits for). With none, an H2D goes native at once:
- * exactly the native call; a D2H goes native when its
+ * through them (both pipelines since session 21: an H2D that waited for all
+ * of them went native every time while its native copies held the driver the
+ * grower waits for; the all-or-nothing claim went in session 22). With none
+ * of its own size, an H2D runs with ready slots of half its size or more,
+ * and with none of those goes native at once: exactly the native call; a D2H goes native when its
  * stream is idle (pipeline_d2h.c: ready_only, us_staging_grow_later), else
  * pins one slot inline (pin_one; of the budget when its own slot size is over it;
  * one such smaller slot pinned earlier and free again is used instead): a
@@ -143,14 +144,13 @@ struct us_staging_ask {
     unsigned want;     /* most slots (<= US_STAGING_MAX_CLAIM); it stops once they hold the copy */
     size_t copy_bytes;
     int device;        /* the copy's stream device: the grower allocates with it current */
-    bool partial_ok;   /* it can run with fewer slots than it wants (a D2H cycles them) */
     unsigned pieces;   /* slots of copy_bytes / pieces (us_staging_pieces); 0: US_STAGING_GROW_DIVISOR */
     bool inline_only;  /* no grower: it would pin in the device's primary context, which the program
                         * never made active (a copy in a created context): pinned here, in this one */
     bool ready_only;   /* claims only slots ready now: with none, it pins nothing and asks the grower
                         * for nothing (us_staging_grow_later does); ignored with inline_only */
-    bool pin_one;      /* with partial_ok: when none is ready and the missing ones are over the
-                        * budget, one slot is pinned here all the same (a D2H that must not go native) */
+    bool pin_one;      /* when none is ready and the missing ones are over the budget, one slot is
+                        * pinned here all the same (a D2H that must not go native) */
 };
 
 /* Claims slots for a copy: up to `want` of at least
@@ -158,9 +158,10 @@ struct us_staging_ask {
  * whole copy: free ones, and released ones whose event has completed. When
  * that is not enough and the missing slots fit the copy's inline budget, pins
  * them here, one allocation each. When they do not, asks the grower thread
- * for them (*growing = true) and returns what the copy has: 0 unless
- * partial_ok, else its ready slots, or with pin_one one slot pinned here when
- * it had none (of the budget when the copy's own slot size is over it).
+ * for them (*growing = true) and returns what the copy has: its ready slots,
+ * or with none, ready ones smaller than its own (pin_one: those an earlier
+ * copy pinned here, else one pinned here, of the budget when the copy's own
+ * slot size is over it; otherwise of half its own size or more).
  * Without a grower thread (it could not start) it
  * pins what the copy needs here. Returns how many slots it claimed; 0 means
  * decline (logged once when the budget, the allocation or the background
