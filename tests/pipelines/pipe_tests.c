@@ -1134,6 +1134,20 @@ static bool t_first_use_large(void)
     return true;
 }
 
+/* A D2H of n bytes on s, from d filled with `seed` into h zeroed, after the
+ * pinning record and the fake's counts were reset; the data checked. */
+static bool idle_d2h_checked(unsigned char *h, unsigned char *d, size_t n, cudaStream_t s, unsigned seed,
+                             struct alloc_record *rec)
+{
+    fill(d, n, seed);
+    memset(h, 0, n);
+    rec->reset_here();
+    fakecuda_reset_stats();
+    CUDA(cudaMemcpyAsync(h, d, n, cudaMemcpyDeviceToHost, s));
+    CHECK(mismatch(h, n, seed) < 0, "%zu bytes: data", n);
+    return true;
+}
+
 /* A small D2H that finds no pinned slot ready (the process's first):
  * behind work queued on its stream it is rewritten from its first use, since
  * a native one can deadlock a program whose stream waits for another thread's
@@ -1176,12 +1190,8 @@ static bool t_first_use_small_d2h(void)
     unsigned char *h = malloc(big), *d = dev_alloc(0, big);
     CHECK(h != NULL && d != NULL, "%s", "out of memory");
     CUDA(cudaStreamSynchronize(s));
-    fill(d, n, 134);
-    memset(h, 0, n);
-    rec.reset_here();
-    fakecuda_reset_stats();
-    CUDA(cudaMemcpyAsync(h, d, n, cudaMemcpyDeviceToHost, s));
-    CHECK(mismatch(h, n, 134) < 0, "%s", "idle stream, 1 MiB: data");
+    if (!idle_d2h_checked(h, d, n, s, 134, &rec))
+        return false;
     struct fakecuda_stats st;
     fakecuda_stats(&st);
     CHECK(native || (st.copies_pageable == 1 && st.copies_pinned == 0),
@@ -1318,12 +1328,8 @@ static bool t_first_malloc_pins_a_slot(void)
         const size_t n = 1u << 20;
         unsigned char *d1 = dev_alloc(0, n), *h1 = malloc(n);
         CHECK(d1 != NULL && h1 != NULL, "%s", "out of memory");
-        fill(d1, n, 191);
-        memset(h1, 0, n);
-        rec.reset_here();
-        fakecuda_reset_stats();
-        CUDA(cudaMemcpyAsync(h1, d1, n, cudaMemcpyDeviceToHost, s));
-        CHECK(mismatch(h1, n, 191) < 0, "%s", "1 MiB: data");
+        if (!idle_d2h_checked(h1, d1, n, s, 191, &rec))
+            return false;
         CHECK(all_rewritten(), "%s", "the first 1 MiB D2H on an idle stream went native");
         CHECK(rec.total_here() == 0, "the first 1 MiB D2H pinned %zu bytes inside the call", rec.total_here());
         cudaFree(d1);
