@@ -69,9 +69,11 @@ void us_copy_warm(void)
     if (atomic_load_explicit(&warmed, memory_order_relaxed) || atomic_exchange(&warmed, true))
         return;
     const struct us_config *cfg = us_config();
-    /* the threads first: they settle (stacks, first wait) while the pool
-     * pins, not while the program's first copies run (started after the
-     * pinning, the first 4 B D2H took 8-10 us more on two H100 hosts) */
+    /* the threads first, so that their start (stacks, first wait) overlaps
+     * the pinning rather than the program's first copies. With the threads
+     * started here, in either order, the first 4 B D2H was 3-9 us slower on
+     * H100 hosts than without them; the cause is not found (performance.md,
+     * session 22) */
     if (cfg->fix && (cfg->fix_d2h || cfg->fix_h2d))
         us_hostcopy_start();
     us_staging_warm();

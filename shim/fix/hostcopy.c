@@ -111,10 +111,12 @@ static void part_done_locked(struct hc_job *job)
 }
 
 /* How long a caller whose parts are all claimed spins for the workers' last
- * ones before it sleeps. A part takes 20-100 us; a caller that slept waited
- * for its own wake-up too, and on H100 hosts (virtual machines) that took up
- * to 3 ms now and then: every pipelined copy of 2 MiB or more (the sizes
- * whose host copy is shared) had such calls, 1-6% of them. */
+ * ones before it sleeps (a part takes 20-100 us; a caller that sleeps waits
+ * for its own wake-up too). On H100 hosts every row of 2-16 MiB pipelined
+ * copies, whose host copy is shared, had calls of 0.5-6 ms scattered through
+ * it, and none with one copy thread; the spin cut the asynchronous rows' p99
+ * (4 MiB D2H 1250 / 337 / 988 -> 297 / 383 / 336 us, three runs) and left
+ * the others within the runs' spread (performance.md, session 22). */
 #define HC_SPIN_NS 300000u
 
 static bool all_done_within(struct hc_job *job, uint64_t ns)

@@ -24,8 +24,10 @@
 void us_hostcopy(void *dst, const void *src, size_t bytes);
 
 /* Starts the pool's threads now, as many as a large copy would use: their
- * creation (about 0.5 ms for 7 threads on an H100 host) was the first large
- * pipelined copy's, which took 0.6-0.8 ms against 0.15-0.2 for the next. */
+ * creation was the first large pipelined copy's (on H100 hosts the first
+ * 2 MiB H2D of a process's rows took 0.78-0.84 ms with the pool's first
+ * slots pinned ahead and the threads not, 0.31-0.37 with both; native
+ * 0.22-0.29). */
 void us_hostcopy_start(void);
 
 /* Worker threads running now (tests). 0 before the first large copy. */
