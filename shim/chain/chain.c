@@ -77,11 +77,6 @@ void us_copy_warm(void)
     if (cfg->fix && (cfg->fix_d2h || cfg->fix_h2d))
         us_hostcopy_start();
     us_staging_warm();
-    /* the process's first cudaPointerGetAttributes on host memory took 4-8
-     * us more than later ones (H100): paid here, not in the first copy */
-    int probe = 0;
-    struct us_mem probed;
-    us_classify_pointer(&probe, &probed);
     if (us_findings_wanted()) {
         struct us_site site;
         us_site_capture(&site);

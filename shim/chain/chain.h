@@ -16,7 +16,7 @@ cudaError_t us_copy_run(struct us_copy *c);
  * call that created its context, which took milliseconds anyway): pays the
  * one-time costs a process's first copy would otherwise pay inside the call.
  * The pool's first slots and their events (us_staging_warm), the host copy
- * threads (us_hostcopy_start), the runtime's first pointer query, and a call site
+ * threads (us_hostcopy_start), and a call site
  * captured from the program's own stack: the unwinder reads an object's
  * unwind tables the first time one of its frames is on a captured stack,
  * which the constructor's stack (the shim's, ld.so's) does not reach. */
