@@ -17,10 +17,10 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include "config.h"
 #include "log.h"
+#include "state.h"
 #include "thread.h"
 
 #define HC_MAX_WORKERS 63            /* copy_threads is at most 64, the caller included */
@@ -121,20 +121,15 @@ static void part_done_locked(struct hc_job *job)
 
 static bool all_done_within(struct hc_job *job, uint64_t ns)
 {
-    struct timespec start, now;
-    clock_gettime(CLOCK_MONOTONIC, &start);
+    uint64_t start = us_now_ns();
     for (unsigned i = 1;; i++) {
         if (atomic_load_explicit(&job->done, memory_order_acquire) == job->nparts)
             return true;
 #if defined(__x86_64__) || defined(__i386__)
         __builtin_ia32_pause();
 #endif
-        if (i % 64 == 0) {
-            clock_gettime(CLOCK_MONOTONIC, &now);
-            if ((uint64_t)(now.tv_sec - start.tv_sec) * 1000000000u + (uint64_t)now.tv_nsec - (uint64_t)start.tv_nsec >
-                ns)
-                return false;
-        }
+        if (i % 64 == 0 && us_now_ns() - start > ns)
+            return false;
     }
 }
 

@@ -152,7 +152,7 @@ bool us_pipe_claim(const struct us_pipe *p, unsigned want, enum us_pipe_claim_mo
 {
     struct us_staging_ask ask = staging_ask(p, want, mode);
     bool growing;
-    s->piece = us_staging_slot_bytes_for(ask.copy_bytes, ask.pieces);
+    s->piece = us_staging_ask_slot_bytes(&ask);
     s->n = us_staging_claim_for_copy(&ask, s->slot, &growing);
     if (s->n == 0) {
         if (!growing && mode != US_PIPE_CLAIM_READY) /* else the pool said why, or the caller decides */

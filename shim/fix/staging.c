@@ -171,6 +171,11 @@ size_t us_staging_slot_bytes_for(size_t copy_bytes, unsigned pieces)
     return bytes < max ? bytes : max;
 }
 
+size_t us_staging_ask_slot_bytes(const struct us_staging_ask *ask)
+{
+    return us_staging_slot_bytes_for(ask->copy_bytes, ask->pieces > 0 ? ask->pieces : US_STAGING_GROW_DIVISOR);
+}
+
 size_t us_staging_grow_bytes(size_t copy_bytes)
 {
     return us_staging_slot_bytes_for(copy_bytes, US_STAGING_GROW_DIVISOR);
@@ -196,7 +201,7 @@ unsigned us_staging_pieces(bool to_device, size_t copy_bytes)
 /* Under pool.mu: claims available slots of min_bytes to max_bytes into out[]
  * (`got` already there, holding *held bytes) until `want` slots or `need`
  * bytes. A slot holds at most `piece` bytes of the copy (the chunks are cut
- * at the copy's own slot size: us_staging_chunk_bytes), so a larger slot
+ * at the copy's own slot size: us_pipe_chunk_room), so a larger slot
  * counts as one piece. Returns the new count. */
 static unsigned claim_locked(unsigned got, unsigned want, size_t min_bytes, size_t max_bytes, size_t piece,
                              size_t need, size_t *held, struct us_slot **out, bool query)
@@ -315,7 +320,7 @@ unsigned us_staging_claim_for_copy(const struct us_staging_ask *ask, struct us_s
     unsigned want = ask->want > US_STAGING_MAX_CLAIM ? US_STAGING_MAX_CLAIM : ask->want;
     if (want == 0)
         return 0;
-    size_t slot = us_staging_slot_bytes_for(ask->copy_bytes, ask->pieces > 0 ? ask->pieces : US_STAGING_GROW_DIVISOR);
+    size_t slot = us_staging_ask_slot_bytes(ask);
     size_t need = ask->copy_bytes > 0 ? ask->copy_bytes : 1, held = 0;
     unsigned got = claim_ready(want, slot, SIZE_MAX, slot, need, &held, out);
     if (got == want || held >= need)
@@ -372,7 +377,7 @@ bool us_staging_grow_later(const struct us_staging_ask *ask)
 {
     if (ask->inline_only)
         return false;
-    size_t slot = us_staging_slot_bytes_for(ask->copy_bytes, ask->pieces > 0 ? ask->pieces : US_STAGING_GROW_DIVISOR);
+    size_t slot = us_staging_ask_slot_bytes(ask);
     size_t need = ask->copy_bytes > 0 ? ask->copy_bytes : 1;
     size_t slots = (need + slot - 1) / slot;
     unsigned want = ask->want > US_STAGING_MAX_CLAIM ? US_STAGING_MAX_CLAIM : ask->want;

@@ -153,6 +153,10 @@ struct us_staging_ask {
                         * pinned here all the same (a D2H that must not go native) */
 };
 
+/* The slot size the ask's copy wants (us_staging_slot_bytes_for with its
+ * pieces): the least it claims, and the longest chunk a slot carries. */
+size_t us_staging_ask_slot_bytes(const struct us_staging_ask *ask);
+
 /* Claims slots for a copy: up to `want` of at least
  * us_staging_slot_bytes_for(copy_bytes, pieces) into out[], stopping once they hold the
  * whole copy: free ones, and released ones whose event has completed. When
