@@ -150,7 +150,7 @@ $(BUILD)/fakecuda/test_%: tests/fakecuda/tests/test_%.c $(FAKE_LIB) tests/common
 	$(CC) $(CPPFLAGS) $(CFLAGS) -Itests/fakecuda -Itests/common $< -o $@ -L$(FAKE_DIR) -lcudart -l:libcuda.so.1 -ldl -lcmocka -pthread -lm -Wl,-rpath,'$$ORIGIN'
 
 # --- unit tests (cmocka, tests/unit/test_<module>.c) ----------------------------
-$(BUILD)/unit/test_%: tests/unit/test_%.c $(CORE_LIB) $(wildcard tests/unit/*.h) tests/common/summary.h
+$(BUILD)/unit/test_%: tests/unit/test_%.c $(CORE_LIB) $(wildcard tests/unit/*.h) $(wildcard tests/common/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -Itests/unit -Itests/common $< $(wildcard tests/unit/fake_*.c) -o $@ $(CORE_LIB) -lcmocka -ldl -pthread -lm
 

@@ -16,7 +16,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "config.h"
 #include "log.h"
@@ -247,4 +249,52 @@ void us_hostcopy(void *dst, const void *src, size_t bytes)
     while (atomic_load(&job.done) < job.nparts)
         pthread_cond_wait(&pool.done, &pool.mu);
     pthread_mutex_unlock(&pool.mu);
+}
+
+/* The kernel's transparent huge page size, 0 where the advice would do
+ * nothing (THP mode never, or no THP at all): read once. */
+static pthread_once_t thp_once = PTHREAD_ONCE_INIT;
+static uintptr_t thp_bytes;
+
+static bool read_sysfs_line(const char *path, char *line, size_t size)
+{
+    FILE *f = fopen(path, "re");
+    if (f == NULL)
+        return false;
+    bool ok = fgets(line, (int)size, f) != NULL;
+    fclose(f);
+    return ok;
+}
+
+static void read_thp(void)
+{
+    char mode[128], size[32];
+    if (!read_sysfs_line("/sys/kernel/mm/transparent_hugepage/enabled", mode, sizeof mode) ||
+        strstr(mode, "[never]") != NULL || strchr(mode, '[') == NULL ||
+        !read_sysfs_line("/sys/kernel/mm/transparent_hugepage/hpage_pmd_size", size, sizeof size))
+        return;
+    unsigned long long huge = strtoull(size, NULL, 10);
+    if (huge >= 4096 && (huge & (huge - 1)) == 0)
+        thp_bytes = (uintptr_t)huge;
+}
+
+bool us_hostcopy_advise_fresh(void *dst, size_t bytes)
+{
+    size_t min = us_config()->d2h_hugepages;
+    if (min == 0 || bytes < min)
+        return false;
+    pthread_once(&thp_once, read_thp);
+    uintptr_t huge = thp_bytes;
+    if (huge == 0)
+        return false;
+    uintptr_t lo = ((uintptr_t)dst + huge - 1) & ~(huge - 1);
+    uintptr_t hi = ((uintptr_t)dst + bytes) & ~(huge - 1);
+    if (hi <= lo)
+        return false;
+    /* one page tells: a new buffer has none of its pages yet, and one the
+     * program already wrote keeps its pages as they are */
+    unsigned char resident = 0;
+    if (mincore((void *)lo, 1, &resident) != 0 || (resident & 1) != 0)
+        return false;
+    return madvise((void *)lo, hi - lo, MADV_HUGEPAGE) == 0;
 }

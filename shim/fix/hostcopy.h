@@ -17,11 +17,25 @@
 #ifndef UNSTALL_HOSTCOPY_H
 #define UNSTALL_HOSTCOPY_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 /* memcpy(dst, src, bytes), on several threads when it is large; returns when
  * done. The ranges must not overlap (like memcpy). bytes 0: nothing. */
 void us_hostcopy(void *dst, const void *src, size_t bytes);
+
+/* Before a D2H's host copy writes `bytes` at `dst`: where the destination is
+ * at least option d2h_hugepages long and its first 2 MiB-aligned page is not
+ * mapped yet (a new buffer), advises the kernel to back its 2 MiB-aligned
+ * interior with transparent huge pages (MADV_HUGEPAGE). A new buffer faults
+ * in page by page as the copy writes it, and its program's free() unmaps it
+ * page by page: on an H200 host 256 MiB copied into new memory ran at 9.3
+ * GB/s on 8 threads (12.7 with the advice) and its free() took 12 ms (1 ms),
+ * which a Python program spends holding the GIL. The bytes are the same;
+ * memory already mapped is left alone, so only memory the copy is about to
+ * write in full changes page size. Nothing where the kernel's THP mode is
+ * never (read once). Returns whether it advised (tests). */
+bool us_hostcopy_advise_fresh(void *dst, size_t bytes);
 
 /* Starts the pool's threads now, as many as a large copy would use: their
  * creation was the first large pipelined copy's (on H100 hosts the first

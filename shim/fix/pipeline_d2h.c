@@ -119,6 +119,7 @@ bool us_pipeline_d2h(const struct us_copy *c, const struct us_ctx *home, cudaErr
         us_pipe_end(&p, NULL, -1);
         return false;
     }
+    us_hostcopy_advise_fresh(c->dst, c->bytes);
     bool issued;
     cudaError_t err = copy_now(&p, &s, &issued);
     us_pipe_release(&s);

@@ -17,12 +17,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <cuda_runtime_api.h>
 
 #include "fakecuda.h"
+#include "thp.h"
 
 /* the per-thread-stream entry a program built with --default-stream per-thread calls */
 extern cudaError_t cudaMemcpyAsync_ptsz(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
@@ -1376,6 +1378,41 @@ static bool t_staging_registered(void)
     return true;
 }
 
+/* A large D2H into memory the program has not touched yet (torch's x.cpu()
+ * makes a new tensor every call) advises the kernel to use huge pages for
+ * the destination's 2 MiB-aligned interior before the host copy writes it
+ * (hostcopy.h, option d2h_hugepages); one into memory already written does
+ * not; the bytes are right either way. Natively nothing is advised. */
+static bool t_d2h_fresh_hugepages(void)
+{
+    const size_t n = 12u << 20, map = 16u << 20, off = 4096 + 5;
+    cudaStream_t s = stream_on(0, cudaStreamNonBlocking);
+    unsigned char *d = dev_alloc(0, n), *warm = malloc(n);
+    CHECK(d != NULL && warm != NULL, "%s", "out of memory");
+    CHECK(native || until_rewritten(D2H, warm, d, n, s, NULL, 230) > 0, "%s", "a 12 MiB D2H was never rewritten");
+    fill(d, n, 231);
+    for (int used = 0; used <= 1; used++) {
+        unsigned char *h = mmap(NULL, map, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        CHECK(h != MAP_FAILED, "%s", "mmap");
+        unsigned char *inner = (unsigned char *)(((uintptr_t)(h + off) + (2u << 20) - 1) & ~(uintptr_t)((2u << 20) - 1));
+        if (used)
+            memset(h, 0, map);
+        fakecuda_reset_stats();
+        CUDA(cudaMemcpyAsync(h + off, d, n, cudaMemcpyDeviceToHost, s));
+        CHECK(mismatch(h + off, n, 231) < 0, "the D2H into %s memory landed wrong bytes", used ? "used" : "new");
+        CHECK(h[off - 1] == 0 && h[off + n] == 0, "%s", "bytes around the destination changed");
+        bool want = !native && !used && thp_advice_works();
+        CHECK(native || all_rewritten(), "%s", "the D2H went native");
+        CHECK(thp_advised_at(inner) == (want ? 1 : 0), "the %s destination was %sadvised huge pages",
+              used ? "used" : "new", want ? "not " : "");
+        munmap(h, map);
+    }
+    cudaFree(d);
+    free(warm);
+    cudaStreamDestroy(s);
+    return true;
+}
+
 /* --- main ---------------------------------------------------------------------------------- */
 
 struct test {
@@ -1398,6 +1435,7 @@ static const struct test tests[] = {
     {"async_error", t_async_error, true},
     {"d2h_then_h2d", t_d2h_then_h2d, true},
     {"free_during_copy", t_free_during_copy, true},
+    {"d2h_fresh_hugepages", t_d2h_fresh_hugepages, true},
     {"staging_registered", t_staging_registered, false},
     {"first_malloc_pins_a_slot", t_first_malloc_pins_a_slot, false},
     {"first_use_launch", t_first_use_launch, false},

@@ -35,7 +35,7 @@ fi
 # a directory of its own: runs at the same time do not share a binary
 work=$(mktemp -d "$build/pipeline-tests.XXXXXX") || exit 1
 prog=$work/pipe_tests
-if ! ${CC:-gcc} -std=c11 -D_GNU_SOURCE -O1 -g -Wall -Wextra -Werror $SAN_CFLAGS -I"$cuda/include" -I"$here/../fakecuda" \
+if ! ${CC:-gcc} -std=c11 -D_GNU_SOURCE -O1 -g -Wall -Wextra -Werror $SAN_CFLAGS -I"$cuda/include" -I"$here/../fakecuda" -I"$here/../common" \
     -o "$prog" "$here/pipe_tests.c" -L"$fake" -lcudart -pthread -ldl; then
     fail build "pipe_tests.c does not compile"
     finish
@@ -90,7 +90,7 @@ expect_log() {
     else fail "$1.log" "'$2' logged $n times, expected $3"; fi
 }
 
-native native data threads order cross_device_before cross_device_after cross_device_ptsz seed000 h2d_behind_kernel capture async_error d2h_then_h2d free_during_copy
+native native data threads order cross_device_before cross_device_after cross_device_ptsz seed000 h2d_behind_kernel capture async_error d2h_then_h2d free_during_copy d2h_fresh_hugepages
 # staged copies that do not hold their caller (as on NVLink H200s): the
 # cross-device ordering is then all the stream's doing
 run native_nohold LD_LIBRARY_PATH="$fake" PIPE_NATIVE=1 FAKECUDA_STAGED_HOLD=0 "$prog" \

@@ -19,6 +19,7 @@
 #include <cmocka.h>
 
 #include "summary.h"
+#include "thp.h"
 
 #include "config.h"
 #include "hostcopy.h"
@@ -242,10 +243,83 @@ static void test_hostcopy_after_fork(void **state)
     check_copy(8u << 20, 1, 2, 12); /* and the parent's pool still works */
 }
 
+/* The huge-page advice before a D2H's host copy: a new mapping of 16 MiB,
+ * the destination 12 MiB at an unaligned offset. */
+#define ADV_MAP (16u << 20)
+#define ADV_OFF (4096u + 123u)
+#define ADV_BYTES (12u << 20)
+
+static unsigned char *new_mapping(void)
+{
+    unsigned char *p = mmap(NULL, ADV_MAP, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    assert_true(p != MAP_FAILED);
+    return p;
+}
+
+/* the first 2 MiB boundary inside the destination: where the advice starts */
+static unsigned char *interior(unsigned char *map)
+{
+    return (unsigned char *)(((uintptr_t)(map + ADV_OFF) + (2u << 20) - 1) & ~(uintptr_t)((2u << 20) - 1));
+}
+
+static void set_hugepages(size_t min_bytes)
+{
+    struct us_config cfg = defaults;
+    cfg.d2h_hugepages = min_bytes;
+    us_config_set(&cfg);
+}
+
+/* A new destination is advised (where the kernel would act on it), and the
+ * host copy then lands every byte, the rest of the mapping still zero. */
+static void test_hostcopy_advises_a_new_destination(void **state)
+{
+    (void)state;
+    set_hugepages(4u << 20);
+    unsigned char *map = new_mapping();
+    bool works = thp_advice_works();
+    assert_int_equal(us_hostcopy_advise_fresh(map + ADV_OFF, ADV_BYTES), works);
+    assert_int_equal(thp_advised_at(interior(map)), works ? 1 : 0);
+    assert_int_equal(thp_advised_at(map), 0); /* the unaligned head stays as it was */
+    unsigned char *src = malloc(ADV_BYTES), *ref = calloc(1, ADV_MAP);
+    assert_non_null(src);
+    assert_non_null(ref);
+    fill(src, ADV_BYTES, 5);
+    memcpy(ref + ADV_OFF, src, ADV_BYTES);
+    us_hostcopy(map + ADV_OFF, src, ADV_BYTES);
+    assert_memory_equal(map, ref, ADV_MAP);
+    munmap(map, ADV_MAP);
+    free(src);
+    free(ref);
+}
+
+/* Memory the program already wrote, a copy below the option, the option 0,
+ * and a destination with no whole 2 MiB page inside: nothing is advised. */
+static void test_hostcopy_leaves_used_or_small_destinations(void **state)
+{
+    (void)state;
+    set_hugepages(4u << 20);
+    unsigned char *map = new_mapping();
+    interior(map)[0] = 1; /* its first whole huge page is mapped: the buffer is in use */
+    assert_false(us_hostcopy_advise_fresh(map + ADV_OFF, ADV_BYTES));
+    assert_int_equal(thp_advised_at(interior(map)), 0);
+    munmap(map, ADV_MAP);
+
+    map = new_mapping();
+    assert_false(us_hostcopy_advise_fresh(map + ADV_OFF, (4u << 20) - 1)); /* below d2h_hugepages */
+    set_hugepages(0);
+    assert_false(us_hostcopy_advise_fresh(map + ADV_OFF, ADV_BYTES)); /* 0: never */
+    set_hugepages(64u << 10);
+    unsigned char *unaligned = interior(map) + 1; /* 3 MiB from just past a boundary holds no whole 2 MiB page */
+    assert_false(us_hostcopy_advise_fresh(unaligned, 3u << 20));
+    assert_int_equal(thp_advised_at(interior(map)), 0);
+    munmap(map, ADV_MAP);
+}
+
 int main(void)
 {
     unsetenv("UNSTALL_COPY_THREADS");
     unsetenv("UNSTALL_COPY_THREAD_MIN");
+    unsetenv("UNSTALL_D2H_HUGEPAGES");
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
     const struct CMUnitTest tests[] = {
         T(test_hostcopy_one_thread),
@@ -255,6 +329,8 @@ int main(void)
         T(test_hostcopy_many_threads),
         T(test_hostcopy_concurrent_callers),
         T(test_hostcopy_after_fork),
+        T(test_hostcopy_advises_a_new_destination),
+        T(test_hostcopy_leaves_used_or_small_destinations),
     };
 #undef T
     return US_RUN_TESTS("test_hostcopy", tests, NULL, NULL);
