@@ -21,7 +21,10 @@
  * so that a row moves at most about 4 GiB); SMALLCOPY_MIN (bytes: smaller rows
  * are left out, to study the large ones alone); SMALLCOPY_SLOW (set: also a
  * SLOW line per row, the indices and times of its calls over twice the median
- * + 50 us: at the row's start, as while the pool grows, or anywhere). */
+ * + 50 us: at the row's start, as while the pool grows, or anywhere);
+ * SMALLCOPY_TIMES (set: also a SMALLCOPY_TIMES line per row with every call's
+ * time in call order, which tools/bench/smallcopy_table.py pools over the
+ * processes of several rounds). */
 #define BENCH_NAME "smallcopy"
 #include "bench_cuda.h"
 
@@ -96,6 +99,12 @@ static void row(enum op op, size_t bytes, unsigned char *host, unsigned char *ba
         CHECK(cudaMemcpy(back, dev, bytes, cudaMemcpyDeviceToHost));
     int ok = memcmp(host, back, bytes) == 0;
     double first = t[0];
+    if (getenv("SMALLCOPY_TIMES") != NULL) { /* every call, in order: smallcopy_table.py pools the rounds */
+        printf("SMALLCOPY_TIMES op=%s bytes=%zu us=", op_name[op], bytes);
+        for (unsigned i = 0; i < reps; i++)
+            printf("%s%.1f", i ? "," : "", t[i]);
+        printf("\n");
+    }
     double *in_order = getenv("SMALLCOPY_SLOW") != NULL ? malloc(reps * sizeof *t) : NULL;
     if (in_order != NULL)
         memcpy(in_order, t, reps * sizeof *t);

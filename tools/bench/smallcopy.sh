@@ -2,15 +2,22 @@
 # The cost of a pageable copy to the caller, 4 B to 256 MiB, natively and
 # under the shim in one run, side by side (median, p99, worst and the first
 # call of each row; no warm-up). Each direction runs in a process of its
-# own, so that its first row holds the process's first copy.
+# own, so that its first row holds the process's first copy, and each
+# process is run SMALLCOPY_ROUNDS times, native and shim alternating.
 #
 # Usage: tools/bench/smallcopy.sh [BUILD_DIR] [MAX_BYTES]
 # On a machine without a GPU it runs over the simulated runtime
 # (BUILD_DIR/fakecuda), which checks the program, not the figures.
-# Environment: SMALLCOPY_REPS, SMALLCOPY_OUT (default BUILD_DIR/smallcopy),
+# Environment: SMALLCOPY_ROUNDS (default 3: native and shim processes alternate
+#              that many times per direction, and the table pools every round's
+#              calls: on the GPU hosts one process's median moved by more than
+#              the differences measured, native against native), SMALLCOPY_REPS,
+#              SMALLCOPY_OUT (default BUILD_DIR/smallcopy),
 #              SMALLCOPY_SHIM_ENV (extra variables for the shim run, e.g. UNSTALL_...=...)
 build=$(cd "${1:-build}" && pwd) || exit 1
 max=${2:-268435456}
+rounds=${SMALLCOPY_ROUNDS:-3}
+case $rounds in ''|*[!0-9]*|0) echo "smallcopy: SMALLCOPY_ROUNDS must be a positive number, not '$rounds'"; exit 1 ;; esac
 here=$(cd "$(dirname "$0")" && pwd)
 cuda=${CUDA_HOME:-/usr/local/cuda}
 out=${SMALLCOPY_OUT:-$build/smallcopy}
@@ -28,10 +35,14 @@ ${CC:-gcc} -std=c11 -D_GNU_SOURCE -O2 -Wall -Wextra -Werror -I"$cuda/include" "$
     -L"$libdir" -lcudart -Wl,-rpath,"$libdir" || exit 1
 : >"$out/native"
 : >"$out/shim"
-for op in h2d d2h d2h_async h2d_async; do
-    LD_LIBRARY_PATH=$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} "$bin" "$max" $op >>"$out/native" || exit 1
-    env $SMALLCOPY_SHIM_ENV LD_LIBRARY_PATH=$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} LD_PRELOAD="$shim" "$bin" "$max" $op \
-        >>"$out/shim" 2>>"$out/shim.err" || { cat "$out/shim.err"; exit 1; }
+round=0
+while [ $round -lt "$rounds" ]; do
+    for op in h2d d2h d2h_async h2d_async; do
+        SMALLCOPY_TIMES=1 LD_LIBRARY_PATH=$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} "$bin" "$max" $op >>"$out/native" || exit 1
+        env $SMALLCOPY_SHIM_ENV SMALLCOPY_TIMES=1 LD_LIBRARY_PATH=$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} LD_PRELOAD="$shim" \
+            "$bin" "$max" $op >>"$out/shim" 2>>"$out/shim.err" || { cat "$out/shim.err"; exit 1; }
+    done
+    round=$((round + 1))
 done
 echo "smallcopy: $where"
 python3 "$here/smallcopy_table.py" "$out/native" "$out/shim"

@@ -3,18 +3,44 @@
 side by side: median, p99, worst and first call in microseconds, and whether
 unstall is slower than native (median or p99 more than 5% and 1 us worse).
 
+A file may hold several rounds of the same rows (tools/bench/smallcopy.sh runs
+native and shim processes alternately, SMALLCOPY_ROUNDS times): where the
+rows carry every call's time (SMALLCOPY_TIMES lines), median, p99 and worst
+are those of all the rounds' calls together, so that one process's state
+(its host, its CPU placement) does not decide a row; first is the median of
+the rounds' first calls (the worst column holds the worst of them), and data
+is ok only if every round's was.
+
 Usage: smallcopy_table.py NATIVE_FILE SHIM_FILE
 Exit status 0; the verdict column says where unstall loses."""
 import re
 import sys
 
 
+def p99_of(sorted_times):
+    return sorted_times[int(0.99 * (len(sorted_times) - 1) + 0.5)]
+
+
 def load(path):
-    rows = {}
+    """{(op, bytes): {median_us, p99_us, max_us, first_us, ok, rounds}}, rows in file order."""
+    summaries, times = {}, {}
     for line in open(path):
+        kv = dict(re.findall(r"(\w+)=(\S+)", line))
         if line.startswith("SMALLCOPY "):
-            kv = dict(re.findall(r"(\w+)=(\S+)", line))
-            rows[(kv["op"], int(kv["bytes"]))] = kv
+            summaries.setdefault((kv["op"], int(kv["bytes"])), []).append(kv)
+        elif line.startswith("SMALLCOPY_TIMES "):
+            times.setdefault((kv["op"], int(kv["bytes"])), []).append([float(t) for t in kv["us"].split(",")])
+    rows = {}
+    for key, rounds in summaries.items():
+        firsts = sorted(float(r["first_us"]) for r in rounds)
+        row = {"first_us": firsts[len(firsts) // 2], "ok": all(r["ok"] == "1" for r in rounds),
+               "rounds": len(rounds)}
+        calls = sorted(t for run in times.get(key, []) for t in run)
+        if len(times.get(key, [])) == len(rounds) and calls:
+            row.update(median_us=calls[len(calls) // 2], p99_us=p99_of(calls), max_us=calls[-1])
+        else:  # summaries only (one round, or an older file): the first round's
+            row.update({k: float(rounds[0][k]) for k in ("median_us", "p99_us", "max_us")})
+        rows[key] = row
     return rows
 
 
@@ -34,20 +60,24 @@ def main():
     print(f"{'op':<10} {'size':>8} | {'median native':>13} {'unstall':>8} | {'p99 native':>10} {'unstall':>8} | "
           f"{'worst native':>12} {'unstall':>8} | {'first native':>12} {'unstall':>8} | data | verdict")
     slower = 0
+    rounds = set()
     for key, n in native.items():
         s = shim.get(key)
         if s is None:
             continue
-        f = lambda r, k: float(r[k])
-        bad = [k for k in ("median_us", "p99_us") if worse(f(s, k), f(n, k))]
+        rounds.update((n["rounds"], s["rounds"]))
+        bad = [k for k in ("median_us", "p99_us") if worse(s[k], n[k])]
         slower += bool(bad)
         verdict = "slower: " + ",".join(k[:-3] for k in bad) if bad else "ok"
-        data = "ok" if n["ok"] == "1" and s["ok"] == "1" else "BAD"
-        print(f"{key[0]:<10} {size(key[1]):>8} | {f(n, 'median_us'):>13.1f} {f(s, 'median_us'):>8.1f} | "
-              f"{f(n, 'p99_us'):>10.1f} {f(s, 'p99_us'):>8.1f} | {f(n, 'max_us'):>12.1f} {f(s, 'max_us'):>8.1f} | "
-              f"{f(n, 'first_us'):>12.1f} {f(s, 'first_us'):>8.1f} | {data:>4} | {verdict}")
+        data = "ok" if n["ok"] and s["ok"] else "BAD"
+        print(f"{key[0]:<10} {size(key[1]):>8} | {n['median_us']:>13.1f} {s['median_us']:>8.1f} | "
+              f"{n['p99_us']:>10.1f} {s['p99_us']:>8.1f} | {n['max_us']:>12.1f} {s['max_us']:>8.1f} | "
+              f"{n['first_us']:>12.1f} {s['first_us']:>8.1f} | {data:>4} | {verdict}")
     print(f"rows where unstall is slower (median or p99 > 5% and > 1 us worse): {slower}")
-    print("times in microseconds on the calling thread; first: the row's first call (the process's first copy for the first row)")
+    many = max(rounds, default=1)
+    print("times in microseconds on the calling thread; first: the row's first call (the process's first copy for "
+          "the first row)" + (f"; {many} rounds of processes, native and unstall alternating: median, p99 and worst "
+                              "over every round's calls, first the median of the rounds' first calls" if many > 1 else ""))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,83 @@
+"""tests/bench: tools/bench/smallcopy_table.py pools the rounds of
+tools/bench/smallcopy.sh: median, p99 and worst over every round's calls,
+first the median of the rounds' first calls, data ok only if every round's was.
+
+Run: python3 -m unittest discover -s tests/bench
+"""
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+TABLE = os.path.join(ROOT, "tools", "bench", "smallcopy_table.py")
+
+
+def rows(op, size, rounds, ok=(1, 1, 1)):
+    """smallcopy.c's lines for one row, one round each: a SMALLCOPY summary
+    (of that round's calls) and its SMALLCOPY_TIMES line."""
+    out = []
+    for i, times in enumerate(rounds):
+        s = sorted(times)
+        p99 = s[int(0.99 * (len(s) - 1) + 0.5)]
+        out.append(f"SMALLCOPY op={op} bytes={size} reps={len(s)} first_us={times[0]:.1f} median_us={s[len(s) // 2]:.1f} "
+                   f"p99_us={p99:.1f} max_us={s[-1]:.1f} ok={ok[i]}")
+        out.append(f"SMALLCOPY_TIMES op={op} bytes={size} us=" + ",".join(f"{t:.1f}" for t in times))
+    return out
+
+
+def table(native_lines, shim_lines):
+    with tempfile.TemporaryDirectory() as d:
+        paths = []
+        for name, lines in (("native", native_lines), ("shim", shim_lines)):
+            paths.append(os.path.join(d, name))
+            with open(paths[-1], "w") as f:
+                f.write("\n".join(lines) + "\n")
+        p = subprocess.run([sys.executable, TABLE] + paths, capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    return {l.split("|")[0].split()[0] + " " + l.split("|")[0].split()[1]: l for l in p.stdout.splitlines()
+            if l.startswith(("h2d", "d2h"))}, p.stdout
+
+
+class SmallcopyTable(unittest.TestCase):
+    def test_pooled_median_is_not_one_rounds(self):
+        # the shim's second process is slow all along: its own median (20) would
+        # flag the row; over the three rounds' 300 calls the median is 10
+        native = rows("h2d", 4, [[10.0] * 100] * 3)
+        shim = rows("h2d", 4, [[10.0] * 100, [20.0] * 100, [10.0] * 100])
+        got, _ = table(native, shim)
+        cols = [c.split() for c in got["h2d 4"].split("|")]
+        self.assertEqual(cols[1], ["10.0", "10.0"])
+        self.assertEqual(cols[2], ["10.0", "20.0"])  # p99 and worst keep the slow process's calls
+        self.assertEqual(cols[3], ["10.0", "20.0"])
+        self.assertIn("slower: p99", got["h2d 4"])
+
+    def test_first_is_the_median_of_first_calls_and_worst_holds_the_worst(self):
+        native = rows("d2h", 4096, [[30.0] + [5.0] * 99, [35.0] + [5.0] * 99, [90.0] + [5.0] * 99])
+        shim = rows("d2h", 4096, [[40.0] + [5.0] * 99, [41.0] + [5.0] * 99, [300.0] + [5.0] * 99])
+        got, out = table(native, shim)
+        cols = [c.split() for c in got["d2h 4"].split("|")]
+        self.assertEqual(cols[3], ["90.0", "300.0"])
+        self.assertEqual(cols[4], ["35.0", "41.0"])
+        self.assertIn("3 rounds", out)
+
+    def test_a_bad_round_marks_the_row(self):
+        native = rows("h2d", 4, [[5.0] * 10] * 3)
+        shim = rows("h2d", 4, [[5.0] * 10] * 3, ok=(1, 0, 1))
+        got, out = table(native, shim)
+        self.assertIn(" BAD ", got["h2d 4"])
+        self.assertIn("slower (median or p99 > 5% and > 1 us worse): 0", out)
+
+    def test_summaries_alone_still_read(self):
+        # an older file: no SMALLCOPY_TIMES lines, one round
+        native = [l for l in rows("h2d", 4, [[5.0] * 10]) if l.startswith("SMALLCOPY ")]
+        shim = [l for l in rows("h2d", 4, [[9.0] * 10]) if l.startswith("SMALLCOPY ")]
+        got, out = table(native, shim)
+        self.assertIn("slower: median,p99", got["h2d 4"])
+        self.assertNotIn("rounds", out)
+
+
+if __name__ == "__main__":
+    unittest.main()
