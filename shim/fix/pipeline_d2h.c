@@ -31,7 +31,7 @@
 #include "log.h"
 #include "pipeline_common.h"
 
-static int logged_idle_native;
+static int logged_idle_native, logged_hugepages;
 
 /* D2H of the chunk at `off`, `len` bytes, into slot k, then the slot's
  * event. *issued: the D2H was. */
@@ -119,7 +119,10 @@ bool us_pipeline_d2h(const struct us_copy *c, const struct us_ctx *home, cudaErr
         us_pipe_end(&p, NULL, -1);
         return false;
     }
-    us_hostcopy_advise_fresh(c->dst, c->bytes);
+    if (us_hostcopy_advise_fresh(c->dst, c->bytes))
+        us_log_once(&logged_hugepages, US_LOG_INFO,
+                    "a D2H into memory not yet mapped advised huge pages for its destination before copying into it "
+                    "(option d2h_hugepages)");
     bool issued;
     cudaError_t err = copy_now(&p, &s, &issued);
     us_pipe_release(&s);

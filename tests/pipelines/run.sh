@@ -96,6 +96,12 @@ native native data threads order cross_device_before cross_device_after cross_de
 run native_nohold LD_LIBRARY_PATH="$fake" PIPE_NATIVE=1 FAKECUDA_STAGED_HOLD=0 "$prog" \
     cross_device_before cross_device_after cross_device_ptsz
 shimmed shim "$prog" all
+# d2h_fresh_hugepages advised once, and said so once, where the kernel acts on the advice
+if grep -q '\[\(always\|madvise\)\]' /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null; then
+    expect_log shim "advised huge pages for its destination" 1
+else
+    expect_log shim "advised huge pages for its destination" 0
+fi
 shimmed d2h_deferred_removed UNSTALL_D2H_DEFERRED=1 "$prog" d2h_then_h2d data
 expect_log d2h_deferred_removed "d2h_deferred was removed" 1
 # cudaDeviceReset, then copies again (tests/gpu/device_reset.c, also run on a GPU)
