@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 
 #include "config.h"
 #include "log.h"
@@ -285,7 +286,8 @@ bool us_hostcopy_advise_fresh(void *dst, size_t bytes)
         return false;
     pthread_once(&thp_once, read_thp);
     uintptr_t huge = thp_bytes;
-    if (huge == 0)
+    /* a program that turned THP off for itself keeps it off */
+    if (huge == 0 || prctl(PR_GET_THP_DISABLE, 0, 0, 0, 0) > 0)
         return false;
     uintptr_t lo = ((uintptr_t)dst + huge - 1) & ~(huge - 1);
     uintptr_t hi = ((uintptr_t)dst + bytes) & ~(huge - 1);

@@ -33,8 +33,11 @@ void us_hostcopy(void *dst, const void *src, size_t bytes);
  * GB/s on 8 threads (12.7 with the advice) and its free() took 12 ms (1 ms),
  * which a Python program spends holding the GIL. The bytes are the same;
  * memory already mapped is left alone, so only memory the copy is about to
- * write in full changes page size. Nothing where the kernel's THP mode is
- * never (read once). Returns whether it advised (tests). */
+ * write in full changes page size. The huge page is the kernel's
+ * (hpage_pmd_size: 2 MiB on x86-64). Nothing where the kernel's THP mode is
+ * never (read once) or the process turned THP off (PR_SET_THP_DISABLE); a
+ * MADV_NOHUGEPAGE the program gave a buffer it has not written yet is not
+ * seen (option d2h_hugepages=0). Returns whether it advised (tests). */
 bool us_hostcopy_advise_fresh(void *dst, size_t bytes);
 
 /* Starts the pool's threads now, as many as a large copy would use: their

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -308,6 +309,10 @@ static void test_hostcopy_leaves_used_or_small_destinations(void **state)
     assert_false(us_hostcopy_advise_fresh(map + ADV_OFF, (4u << 20) - 1)); /* below d2h_hugepages */
     set_hugepages(0);
     assert_false(us_hostcopy_advise_fresh(map + ADV_OFF, ADV_BYTES)); /* 0: never */
+    set_hugepages(4u << 20);
+    assert_int_equal(prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0), 0); /* the program turned THP off for itself */
+    assert_false(us_hostcopy_advise_fresh(map + ADV_OFF, ADV_BYTES));
+    assert_int_equal(prctl(PR_SET_THP_DISABLE, 0, 0, 0, 0), 0);
     set_hugepages(64u << 10);
     unsigned char *unaligned = interior(map) + 1; /* 3 MiB from just past a boundary holds no whole 2 MiB page */
     assert_false(us_hostcopy_advise_fresh(unaligned, 3u << 20));
