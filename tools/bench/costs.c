@@ -194,19 +194,26 @@ static void hostcopy_costs(size_t mib)
     if (memcmp(dst, src, n) != 0)
         printf("costs: hostcopy copied wrong bytes\n");
     /* into memory never touched, as a D2H into a fresh tensor: one copy per
-     * mapping (the first is the only one that finds the pages missing) */
-    for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i += 3) {
-        config.copy_threads = counts[i];
-        use_config();
-        unsigned char *fresh = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (fresh == MAP_FAILED)
-            break;
-        double t0 = now_ns();
-        us_hostcopy(fresh, src, n);
-        double g = (double)n / (now_ns() - t0);
-        printf("costs: hostcopy.fresh_threads_%u %.1f GB/s (%zu MiB into memory never touched)\n", counts[i], g, mib);
-        munmap(fresh, n);
-    }
+     * mapping (the first is the only one that finds the pages missing), as
+     * it is and after the D2H's huge-page advice (us_hostcopy_advise_fresh,
+     * option d2h_hugepages); then the munmap, which a program's free() is */
+    for (int advised = 0; advised <= 1; advised++)
+        for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i += 3) {
+            config.copy_threads = counts[i];
+            use_config();
+            unsigned char *fresh = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+            if (fresh == MAP_FAILED)
+                break;
+            double t0 = now_ns();
+            bool took = advised && us_hostcopy_advise_fresh(fresh, n);
+            us_hostcopy(fresh, src, n);
+            double t1 = now_ns();
+            munmap(fresh, n);
+            double t2 = now_ns();
+            printf("costs: hostcopy.fresh%s_threads_%u %.1f GB/s, munmap %.2f ms (%zu MiB into memory never touched%s)\n",
+                   advised ? "_advised" : "", counts[i], (double)n / (t1 - t0), (t2 - t1) / 1e6, mib,
+                   advised && !took ? "; advice not taken: THP off here" : "");
+        }
     free(src);
     free(dst);
 }
