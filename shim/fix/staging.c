@@ -13,6 +13,11 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <unistd.h>
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14; older headers lack it, older kernels refuse it */
+#endif
 
 #include "config.h"
 #include "context.h"
@@ -60,19 +65,37 @@ static bool reserve(size_t bytes)
  * them another thread's 4 KiB pinned copy + synchronize waited up to 269 ms
  * (11 copies in 288 ms); mapped with MAP_POPULATE then cudaHostRegister: 0.9
  * ms each, the other thread's copies 11 us on average, 4 ms at worst (21,000
- * copies). MADV_DONTFORK: a forked child (a DataLoader worker) must not share
+ * copies); faulted in with huge pages since (fault_in). MADV_DONTFORK: a forked child (a DataLoader worker) must not share
  * the pages copy-on-write, or the parent's next write to a slot would move it
  * to a new page while the GPU still reads the old one. NULL: mapping or
  * registration failed (the caller falls back to cudaHostAlloc). */
+/* Every page of the new mapping in, before the driver sees it, in huge
+ * pages where the kernel gives them (THP mode madvise or always): measured on
+ * an H200 host (driver 580), 16 MiB faulted in 4.4 ms and registered in 0.85
+ * ms with 4 KiB pages, 1.1 and 0.42 ms with huge pages (64 MiB: 18.4 and 2.3
+ * ms against 9.1 and 1.6): the registration holds the driver half as long.
+ * The mapping is written in full at once, so huge pages waste nothing.
+ * MADV_POPULATE_WRITE (Linux 5.14) faults it in; before it, a write per page. */
+static void fault_in(void *p, size_t bytes)
+{
+    (void)madvise(p, bytes, MADV_HUGEPAGE);
+    if (madvise(p, bytes, MADV_POPULATE_WRITE) == 0)
+        return;
+    long page = sysconf(_SC_PAGESIZE);
+    for (size_t off = 0; off < bytes; off += page > 0 ? (size_t)page : 4096u)
+        ((volatile char *)p)[off] = 0;
+}
+
 static void *map_and_register(size_t bytes)
 {
     const struct us_real_api *real = us_real();
     if (real->cudaHostRegister == NULL)
         return NULL;
-    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED)
         return NULL;
     (void)madvise(p, bytes, MADV_DONTFORK);
+    fault_in(p, bytes);
     cudaError_t err = real->cudaHostRegister(p, bytes, cudaHostRegisterPortable);
     if (err != cudaSuccess) {
         us_log_once(&logged_register, US_LOG_INFO,

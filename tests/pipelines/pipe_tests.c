@@ -1344,7 +1344,8 @@ static bool t_first_malloc_pins_a_slot(void)
 }
 
 /* The staging slots are memory the shim maps itself and registers (the
- * page faults outside the driver's lock, staging.c), and a forked child does
+ * page faults outside the driver's lock, in huge pages where the kernel gives
+ * them: staging.c), and a forked child does
  * not share them: VmFlags "dc" (MADV_DONTFORK) on every registered mapping,
  * or a DataLoader-style fork would make the parent's next write to a slot
  * land on a copy-on-write page the GPU does not read. */
@@ -1368,12 +1369,17 @@ static bool t_staging_registered(void)
     FILE *f = fopen("/proc/self/smaps", "r");
     CHECK(f != NULL, "%s", "/proc/self/smaps");
     char line[512];
-    unsigned long dontfork = 0;
+    unsigned long dontfork = 0, huge = 0;
     while (fgets(line, sizeof line, f) != NULL)
-        if (strncmp(line, "VmFlags:", 8) == 0 && strstr(line, " dc") != NULL)
+        if (strncmp(line, "VmFlags:", 8) == 0 && strstr(line, " dc") != NULL) {
             dontfork++;
+            huge += strstr(line, " hg") != NULL;
+        }
     fclose(f);
     CHECK(dontfork >= 1, "%s", "no mapping is marked MADV_DONTFORK: a forked child would share the slots");
+    /* faulted in with huge pages where the kernel gives them (staging.c, fault_in) */
+    CHECK(huge == (thp_advice_works() ? dontfork : 0), "%lu of %lu staging mappings advised huge pages", huge,
+          dontfork);
     cudaStreamDestroy(s);
     return true;
 }
