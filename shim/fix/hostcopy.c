@@ -286,8 +286,7 @@ bool us_hostcopy_advise_fresh(void *dst, size_t bytes)
         return false;
     pthread_once(&thp_once, read_thp);
     uintptr_t huge = thp_bytes;
-    /* a program that turned THP off for itself keeps it off */
-    if (huge == 0 || prctl(PR_GET_THP_DISABLE, 0, 0, 0, 0) > 0)
+    if (huge == 0)
         return false;
     uintptr_t lo = ((uintptr_t)dst + huge - 1) & ~(huge - 1);
     uintptr_t hi = ((uintptr_t)dst + bytes) & ~(huge - 1);
@@ -297,6 +296,9 @@ bool us_hostcopy_advise_fresh(void *dst, size_t bytes)
      * program already wrote keeps its pages as they are */
     unsigned char resident = 0;
     if (mincore((void *)lo, 1, &resident) != 0 || (resident & 1) != 0)
+        return false;
+    /* a program that turned THP off for itself keeps it off */
+    if (prctl(PR_GET_THP_DISABLE, 0, 0, 0, 0) > 0)
         return false;
     return madvise((void *)lo, hi - lo, MADV_HUGEPAGE) == 0;
 }
