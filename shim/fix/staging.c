@@ -58,17 +58,6 @@ static bool reserve(size_t bytes)
     return true;
 }
 
-/* Memory the shim maps and faults in itself, then registers (portable):
- * the page faults happen outside the driver, which holds a lock that other
- * threads' CUDA calls wait for while it pins. Measured on an H100 (driver
- * 580): cudaHostAlloc of 8 MiB took 4.4 ms, and while a thread made 32 of
- * them another thread's 4 KiB pinned copy + synchronize waited up to 269 ms
- * (11 copies in 288 ms); mapped with MAP_POPULATE then cudaHostRegister: 0.9
- * ms each, the other thread's copies 11 us on average, 4 ms at worst (21,000
- * copies); faulted in with huge pages since (fault_in). MADV_DONTFORK: a forked child (a DataLoader worker) must not share
- * the pages copy-on-write, or the parent's next write to a slot would move it
- * to a new page while the GPU still reads the old one. NULL: mapping or
- * registration failed (the caller falls back to cudaHostAlloc). */
 /* Every page of the new mapping in, before the driver sees it, in huge
  * pages where the kernel gives them (THP mode madvise or always): measured on
  * an H200 host (driver 580), 16 MiB faulted in 4.4 ms and registered in 0.85
@@ -86,6 +75,18 @@ static void fault_in(void *p, size_t bytes)
         ((volatile char *)p)[off] = 0;
 }
 
+/* Memory the shim maps and faults in itself, then registers (portable):
+ * the page faults happen outside the driver, which holds a lock that other
+ * threads' CUDA calls wait for while it pins. Measured on an H100 (driver
+ * 580): cudaHostAlloc of 8 MiB took 4.4 ms, and while a thread made 32 of
+ * them another thread's 4 KiB pinned copy + synchronize waited up to 269 ms
+ * (11 copies in 288 ms); mapped with MAP_POPULATE then cudaHostRegister: 0.9
+ * ms each, the other thread's copies 11 us on average, 4 ms at worst (21,000
+ * copies); faulted in with huge pages since (fault_in). MADV_DONTFORK: a
+ * forked child (a DataLoader worker) must not share the pages copy-on-write,
+ * or the parent's next write to a slot would move it to a new page while the
+ * GPU still reads the old one. NULL: mapping or registration failed (the
+ * caller falls back to cudaHostAlloc). */
 static void *map_and_register(size_t bytes)
 {
     const struct us_real_api *real = us_real();

@@ -35,12 +35,13 @@ ${CC:-gcc} -std=c11 -D_GNU_SOURCE -O2 -Wall -Wextra -Werror -I"$cuda/include" "$
     -L"$libdir" -lcudart -Wl,-rpath,"$libdir" || exit 1
 : >"$out/native"
 : >"$out/shim"
+libpath=$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 round=0
 while [ $round -lt "$rounds" ]; do
     for op in h2d d2h d2h_async h2d_async; do
-        SMALLCOPY_TIMES=1 LD_LIBRARY_PATH=$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} "$bin" "$max" $op >>"$out/native" || exit 1
-        env $SMALLCOPY_SHIM_ENV SMALLCOPY_TIMES=1 LD_LIBRARY_PATH=$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} LD_PRELOAD="$shim" \
-            "$bin" "$max" $op >>"$out/shim" 2>>"$out/shim.err" || { cat "$out/shim.err"; exit 1; }
+        SMALLCOPY_TIMES=1 LD_LIBRARY_PATH=$libpath "$bin" "$max" $op >>"$out/native" || exit 1
+        env $SMALLCOPY_SHIM_ENV SMALLCOPY_TIMES=1 LD_LIBRARY_PATH=$libpath LD_PRELOAD="$shim" "$bin" "$max" $op \
+            >>"$out/shim" 2>>"$out/shim.err" || { cat "$out/shim.err"; exit 1; }
     done
     round=$((round + 1))
 done
