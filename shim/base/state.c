@@ -7,6 +7,7 @@
 
 #include "config.h"
 #include "log.h"
+#include "prefault.h"
 #include "ptrtable.h"
 
 _Atomic int us_state_bypass = -1;
@@ -34,6 +35,10 @@ static void init_once_body(void)
     const struct us_config *cfg = us_config();
     pthread_atfork(NULL, NULL, after_fork_in_child);
     us_log(US_LOG_INFO, "loaded (mode %d, fix %d)", cfg->mode, cfg->fix);
+    /* the shim's data and code mapped in now, not page by page inside the
+     * program's first copies (prefault.h) */
+    if (!cfg->disable)
+        (void)us_prefault_self();
     void (*hook)(void) = atomic_load(&start_hook);
     if (!cfg->disable && hook != NULL)
         hook();

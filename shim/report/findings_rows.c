@@ -14,6 +14,11 @@ static struct us_findings_row *rows;                     /* by key, in creation 
 static uint32_t row_count;
 static struct us_findings_row other_rows[US_RULE_COUNT]; /* past SITES_MAX, per rule */
 static struct us_findings_row unlocated_rows[US_RULE_COUNT][US_FINDINGS_UNLOCATED_APIS];
+/* The first rows live here rather than on the heap: a new row was the one
+ * page the first finding of a run still faulted in (a new heap page), and
+ * the shim's data is mapped in at its start (base/prefault.h). */
+#define FIRST_ROWS 32
+static struct us_findings_row first_rows[FIRST_ROWS];
 
 void us_findings_lock(void) { pthread_mutex_lock(&lock); }
 
@@ -27,7 +32,11 @@ struct us_findings_row *us_findings_row_get(enum us_rule_id rule, uint64_t hash,
     HASH_FIND(hh, rows, &key, sizeof key, row);
     if (row != NULL)
         return row;
-    if (row_count < SITES_MAX && (row = calloc(1, sizeof *row)) != NULL) {
+    if (row_count < FIRST_ROWS)
+        row = &first_rows[row_count];
+    else if (row_count < SITES_MAX)
+        row = calloc(1, sizeof *row);
+    if (row != NULL) {
         row->key = key;
         row->r.id = row_count++;
         row->r.site = *site;
@@ -118,9 +127,11 @@ void us_findings_rows_reset(void)
     struct us_findings_row *row, *tmp;
     HASH_ITER(hh, rows, row, tmp) {
         HASH_DEL(rows, row);
-        free(row);
+        if ((uintptr_t)row - (uintptr_t)first_rows >= sizeof first_rows) /* from calloc */
+            free(row);
     }
     row_count = 0;
+    memset(first_rows, 0, sizeof first_rows);
     memset(other_rows, 0, sizeof other_rows);
     memset(unlocated_rows, 0, sizeof unlocated_rows);
 }

@@ -7,12 +7,24 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <unistd.h>
 #include <cmocka.h>
 
 #include "summary.h"
 
 #include "state.h"
+
+/* The start maps in the shim's own data (prefault.h): a page of .bss that
+ * nothing touched is resident once the shim has started. */
+static char untouched_page[4096] __attribute__((aligned(4096)));
+
+static bool untouched_page_resident(void)
+{
+    unsigned char vec[1];
+    assert_int_equal(mincore(untouched_page, sizeof untouched_page, vec), 0);
+    return (vec[0] & 1) != 0;
+}
 
 /* A re-entry during the start (the configuration loader's own logging, a
  * runtime call from inside the shim) passes through at once: it neither
@@ -21,6 +33,7 @@ static void test_state_reentry_before_start_passes_through_without_starting(void
 {
     (void)state;
     assert_int_equal(atomic_load(&us_state_bypass), -1);
+    assert_false(untouched_page_resident());
     us_state_enter();
     assert_true(us_passthrough());
     us_state_leave();
@@ -56,6 +69,7 @@ static void test_state_starts_active(void **state)
     (void)state;
     assert_false(us_passthrough());
     assert_int_equal(atomic_load(&us_state_bypass), 0);
+    assert_true(untouched_page_resident());
 }
 
 /* Once started and active, the shim's own calls still pass through. */

@@ -1,0 +1,105 @@
+/* prefault.c - see prefault.h. */
+#include "prefault.h"
+
+#include <elf.h>
+#include <link.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22 /* Linux 5.14; older headers lack it, older kernels refuse it */
+#endif
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+
+/* A variable of this object: the object whose segments hold it is ours. */
+static char own_marker;
+
+struct own_object {
+    struct dl_phdr_info info;
+    bool found;
+};
+
+static bool holds_marker(const struct dl_phdr_info *info)
+{
+    uintptr_t mark = (uintptr_t)&own_marker;
+    for (ElfW(Half) i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
+        if (ph->p_type == PT_LOAD && mark >= lo && mark < lo + ph->p_memsz)
+            return true;
+    }
+    return false;
+}
+
+static int find_own(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    (void)size;
+    struct own_object *own = arg;
+    if (!holds_marker(info))
+        return 0;
+    own->info = *info;
+    own->found = true;
+    return 1;
+}
+
+/* Maps in [start, end) (rounded out to pages) for reading or writing.
+ * Without MADV_POPULATE_* (before Linux 5.14) a read per page, or an atomic
+ * add of 0, which writes without changing a byte another thread may be
+ * writing. Returns the bytes covered. */
+static size_t populate(uintptr_t start, uintptr_t end, uintptr_t page, bool write)
+{
+    start &= ~(page - 1);
+    end = (end + page - 1) & ~(page - 1);
+    if (end <= start)
+        return 0;
+    if (madvise((void *)start, end - start, write ? MADV_POPULATE_WRITE : MADV_POPULATE_READ) == 0)
+        return end - start;
+    for (uintptr_t p = start; p < end; p += page) {
+        if (write)
+            __atomic_fetch_add((volatile char *)p, 0, __ATOMIC_RELAXED);
+        else
+            (void)*(volatile const char *)p;
+    }
+    return end - start;
+}
+
+size_t us_prefault_self(void)
+{
+    struct own_object own = {.found = false};
+    long page_size = sysconf(_SC_PAGESIZE);
+    uintptr_t page = page_size > 0 ? (uintptr_t)page_size : 4096u;
+    if (dl_iterate_phdr(find_own, &own) == 0 || !own.found)
+        return 0;
+    const struct dl_phdr_info *info = &own.info;
+    uintptr_t relro_lo = 0, relro_hi = 0;
+    for (ElfW(Half) i = 0; i < info->dlpi_phnum; i++)
+        if (info->dlpi_phdr[i].p_type == PT_GNU_RELRO) {
+            relro_lo = info->dlpi_addr + info->dlpi_phdr[i].p_vaddr;
+            relro_hi = relro_lo + info->dlpi_phdr[i].p_memsz;
+        }
+    size_t covered = 0;
+    for (ElfW(Half) i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_LOAD)
+            continue;
+        uintptr_t lo = info->dlpi_addr + ph->p_vaddr, hi = lo + ph->p_memsz;
+        if (!(ph->p_flags & PF_W)) {
+            covered += populate(lo, hi, page, false);
+            continue;
+        }
+        /* the RELRO head is read-only once relocated: read it; the rest is
+         * written from its first whole page (RELRO ends on a page boundary) */
+        uintptr_t w = lo;
+        if (relro_hi > lo && relro_hi <= hi) {
+            covered += populate(lo > relro_lo ? lo : relro_lo, relro_hi, page, false);
+            w = (relro_hi + page - 1) & ~(page - 1);
+        }
+        if (w < hi)
+            covered += populate(w, hi, page, true);
+    }
+    return covered;
+}

@@ -1,0 +1,25 @@
+/* prefault.h - the shim's own pages, mapped in at its start.
+ *
+ * The shim's .data and .bss (about 250 KiB: tables, locks, counters) are
+ * anonymous memory the process has not touched, and its code and read-only
+ * data are mapped from the file as they are first read: each page faults the
+ * first time, and that was inside a program's first copies (a finding's lock
+ * and row, the in-flight table, the unwind tables). On the simulated runtime
+ * the first 4 B pageable cudaMemcpy took 5 page faults under the shim against
+ * 1 natively (4 against 1 on an H200 host, whose VM makes a fault cost
+ * microseconds). Mapping them at the start moves that cost into the shim's
+ * start, which runs inside the program's first CUDA call (usually the one
+ * that creates the context: a hundred milliseconds or more). */
+#ifndef UNSTALL_PREFAULT_H
+#define UNSTALL_PREFAULT_H
+
+#include <stddef.h>
+
+/* Maps in every page of the object this code is linked into (libunstall.so,
+ * or a test program linking the core): code and read-only data for reading,
+ * the writable data past RELRO for writing (MADV_POPULATE_READ/WRITE, before
+ * Linux 5.14 a read or an atomic add of 0 per page). Never changes a byte.
+ * Returns the bytes it covered; 0 where it found nothing. */
+size_t us_prefault_self(void);
+
+#endif
