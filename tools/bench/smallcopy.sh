@@ -3,7 +3,8 @@
 # under the shim in one run, side by side (median, p99, worst and the first
 # call of each row; no warm-up). Each direction runs in a process of its
 # own, so that its first row holds the process's first copy, and each
-# process is run SMALLCOPY_ROUNDS times, native and shim alternating.
+# process is run SMALLCOPY_ROUNDS times, native, shim and a control (the shim
+# loaded and disabled) taking turns, in an order that turns each round.
 #
 # Usage: tools/bench/smallcopy.sh [BUILD_DIR] [MAX_BYTES]
 # On a machine without a GPU it runs over the simulated runtime
@@ -35,15 +36,34 @@ ${CC:-gcc} -std=c11 -D_GNU_SOURCE -O2 -Wall -Wextra -Werror -I"$cuda/include" "$
     -L"$libdir" -lcudart -Wl,-rpath,"$libdir" || exit 1
 : >"$out/native"
 : >"$out/shim"
+: >"$out/control"
 libpath=$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+# one process of one variant: native; the shim; the control (the shim loaded
+# and disabled: native in all but the process, the table's measure of how far
+# one set of processes lies from another)
+run_variant() { # variant op
+    case $1 in
+    native) SMALLCOPY_TIMES=1 LD_LIBRARY_PATH=$libpath "$bin" "$max" "$2" >>"$out/native" ;;
+    shim) env $SMALLCOPY_SHIM_ENV SMALLCOPY_TIMES=1 LD_LIBRARY_PATH=$libpath LD_PRELOAD="$shim" "$bin" "$max" "$2" \
+        >>"$out/shim" 2>>"$out/shim.err" || { cat "$out/shim.err"; return 1; } ;;
+    control) UNSTALL_DISABLE=1 SMALLCOPY_TIMES=1 LD_LIBRARY_PATH=$libpath LD_PRELOAD="$shim" "$bin" "$max" "$2" \
+        >>"$out/control" ;;
+    esac
+}
 round=0
 while [ $round -lt "$rounds" ]; do
+    # the order turns each round, so that no variant always runs first
+    case $((round % 3)) in
+    0) order="native shim control" ;;
+    1) order="shim control native" ;;
+    *) order="control native shim" ;;
+    esac
     for op in h2d d2h d2h_async h2d_async; do
-        SMALLCOPY_TIMES=1 LD_LIBRARY_PATH=$libpath "$bin" "$max" $op >>"$out/native" || exit 1
-        env $SMALLCOPY_SHIM_ENV SMALLCOPY_TIMES=1 LD_LIBRARY_PATH=$libpath LD_PRELOAD="$shim" "$bin" "$max" $op \
-            >>"$out/shim" 2>>"$out/shim.err" || { cat "$out/shim.err"; exit 1; }
+        for v in $order; do
+            run_variant $v $op || exit 1
+        done
     done
     round=$((round + 1))
 done
 echo "smallcopy: $where"
-python3 "$here/smallcopy_table.py" "$out/native" "$out/shim"
+python3 "$here/smallcopy_table.py" "$out/native" "$out/shim" "$out/control"

@@ -11,7 +11,15 @@ are those of all the rounds' calls together, so that one process's state
 the rounds' first calls (the worst column holds the worst of them), and data
 is ok only if every round's was.
 
-Usage: smallcopy_table.py NATIVE_FILE SHIM_FILE
+A third file, the control, holds the same program run with the shim loaded
+but disabled (UNSTALL_DISABLE=1: each hook adds a few nanoseconds): it is
+native in all but the process. Its median and p99 are printed beside the
+others, and a row where the control itself differs from native by the
+verdict's margin (either way) says so: the margin there is inside what one
+set of processes differs from another, which no change of the shim decides.
+The verdict is still unstall against native.
+
+Usage: smallcopy_table.py NATIVE_FILE SHIM_FILE [CONTROL_FILE]
 Exit status 0; the verdict column says where unstall loses."""
 import re
 import sys
@@ -55,11 +63,17 @@ def worse(shim, native):
     return shim > native * 1.05 and shim > native + 1.0
 
 
+def differs(a, b):
+    return worse(a, b) or worse(b, a)
+
+
 def main():
     native, shim = load(sys.argv[1]), load(sys.argv[2])
+    control = load(sys.argv[3]) if len(sys.argv) > 3 else None
+    control_head = f" {'control':>13} |" if control is not None else ""
     print(f"{'op':<10} {'size':>8} | {'median native':>13} {'unstall':>8} | {'p99 native':>10} {'unstall':>8} | "
-          f"{'worst native':>12} {'unstall':>8} | {'first native':>12} {'unstall':>8} | data | verdict")
-    slower = 0
+          f"{'worst native':>12} {'unstall':>8} | {'first native':>12} {'unstall':>8} |{control_head} data | verdict")
+    slower = noisy = 0
     rounds = set()
     for key, n in native.items():
         s = shim.get(key)
@@ -70,14 +84,30 @@ def main():
         slower += bool(bad)
         verdict = "slower: " + ",".join(k[:-3] for k in bad) if bad else "ok"
         data = "ok" if n["ok"] and s["ok"] else "BAD"
+        control_cols = ""
+        c = control.get(key) if control is not None else None
+        if control is not None:
+            control_cols = f" {'-':>13} |"
+        if c is not None:
+            control_cols = f" {c['median_us']:>6.1f} {c['p99_us']:>6.1f} |"
+            data = data if c["ok"] else "BAD"
+            off = [k[:-3] for k in ("median_us", "p99_us") if differs(c[k], n[k])]
+            if off:
+                noisy += 1
+                verdict += " (control off native: " + ",".join(off) + ")"
         print(f"{key[0]:<10} {size(key[1]):>8} | {n['median_us']:>13.1f} {s['median_us']:>8.1f} | "
               f"{n['p99_us']:>10.1f} {s['p99_us']:>8.1f} | {n['max_us']:>12.1f} {s['max_us']:>8.1f} | "
-              f"{n['first_us']:>12.1f} {s['first_us']:>8.1f} | {data:>4} | {verdict}")
+              f"{n['first_us']:>12.1f} {s['first_us']:>8.1f} |{control_cols} {data:>4} | {verdict}")
     print(f"rows where unstall is slower (median or p99 > 5% and > 1 us worse): {slower}")
+    if control is not None:
+        print(f"rows where the control (the shim loaded, UNSTALL_DISABLE=1) is as far from native, either way: {noisy}")
     many = max(rounds, default=1)
     print("times in microseconds on the calling thread; first: the row's first call (the process's first copy for "
-          "the first row)" + (f"; {many} rounds of processes, native and unstall alternating: median, p99 and worst "
-                              "over every round's calls, first the median of the rounds' first calls" if many > 1 else ""))
+          "the first row)" + (f"; {many} rounds of processes, native and unstall" + (", and the control," if control is not None else "")
+                              + " taking turns: median, p99 and worst "
+                              "over every round's calls, first the median of the rounds' first calls" if many > 1 else "")
+          + ("; control: median and p99 of the same program with the shim loaded and disabled" if control is not None
+             else ""))
 
 
 if __name__ == "__main__":
