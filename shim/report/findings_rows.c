@@ -18,6 +18,7 @@ static struct us_findings_row unlocated_rows[US_RULE_COUNT][US_FINDINGS_UNLOCATE
  * page the first finding of a run still faulted in (a new heap page), and
  * the shim's data is mapped in at its start (base/prefault.h). */
 #define FIRST_ROWS 32
+_Static_assert(FIRST_ROWS <= SITES_MAX, "the first rows are rows of the table");
 static struct us_findings_row first_rows[FIRST_ROWS];
 
 void us_findings_lock(void) { pthread_mutex_lock(&lock); }
