@@ -46,10 +46,7 @@ static int find_own(struct dl_phdr_info *info, size_t size, void *arg)
     return 1;
 }
 
-/* Maps in [start, end) (rounded out to pages) for reading or writing.
- * Without MADV_POPULATE_* (before Linux 5.14) a read per page, or an atomic
- * add of 0, which writes without changing a byte another thread may be
- * writing. Returns the bytes covered. */
+/* [start, end) rounded out to pages, mapped in (us_prefault_range). */
 static size_t populate(uintptr_t start, uintptr_t end, uintptr_t page, bool write)
 {
     start &= ~(page - 1);
@@ -67,11 +64,21 @@ static size_t populate(uintptr_t start, uintptr_t end, uintptr_t page, bool writ
     return end - start;
 }
 
+static uintptr_t page_bytes(void)
+{
+    long page_size = sysconf(_SC_PAGESIZE);
+    return page_size > 0 ? (uintptr_t)page_size : 4096u;
+}
+
+size_t us_prefault_range(void *start, size_t bytes, bool write)
+{
+    return populate((uintptr_t)start, (uintptr_t)start + bytes, page_bytes(), write);
+}
+
 size_t us_prefault_self(void)
 {
     struct own_object own = {.found = false};
-    long page_size = sysconf(_SC_PAGESIZE);
-    uintptr_t page = page_size > 0 ? (uintptr_t)page_size : 4096u;
+    uintptr_t page = page_bytes();
     if (dl_iterate_phdr(find_own, &own) == 0 || !own.found)
         return 0;
     const struct dl_phdr_info *info = &own.info;

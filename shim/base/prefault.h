@@ -13,12 +13,19 @@
 #ifndef UNSTALL_PREFAULT_H
 #define UNSTALL_PREFAULT_H
 
+#include <stdbool.h>
 #include <stddef.h>
+
+/* Maps in every page of [start, start + bytes), rounded out to pages, for
+ * reading or for writing: MADV_POPULATE_READ/WRITE (Linux 5.14), before it a
+ * read per page, or an atomic add of 0, which writes without changing a byte
+ * another thread may be writing. Returns the bytes covered. */
+size_t us_prefault_range(void *start, size_t bytes, bool write);
 
 /* Maps in every page of the object this code is linked into (libunstall.so,
  * or a test program linking the core): code and read-only data for reading,
- * the writable data past RELRO for writing (MADV_POPULATE_READ/WRITE, before
- * Linux 5.14 a read or an atomic add of 0 per page). Never changes a byte.
+ * the writable data past RELRO for writing (as us_prefault_range). Never
+ * changes a byte.
  * Returns the bytes it covered; 0 where it found nothing. */
 size_t us_prefault_self(void);
 
