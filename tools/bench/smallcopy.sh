@@ -9,8 +9,8 @@
 # Usage: tools/bench/smallcopy.sh [BUILD_DIR] [MAX_BYTES]
 # On a machine without a GPU it runs over the simulated runtime
 # (BUILD_DIR/fakecuda), which checks the program, not the figures.
-# Environment: SMALLCOPY_ROUNDS (default 3: native and shim processes alternate
-#              that many times per direction, and the table pools every round's
+# Environment: SMALLCOPY_ROUNDS (default 3: native, shim and control processes
+#              take turns that many times per direction, and the table pools every round's
 #              calls: on the GPU hosts one process's median moved by more than
 #              the differences measured, native against native), SMALLCOPY_REPS,
 #              SMALLCOPY_OUT (default BUILD_DIR/smallcopy),
@@ -37,6 +37,7 @@ ${CC:-gcc} -std=c11 -D_GNU_SOURCE -O2 -Wall -Wextra -Werror -I"$cuda/include" "$
 : >"$out/native"
 : >"$out/shim"
 : >"$out/control"
+: >"$out/shim.err"
 libpath=$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 # one process of one variant: native; the shim; the control (the shim loaded
 # and disabled: native in all but the process, the table's measure of how far

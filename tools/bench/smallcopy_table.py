@@ -4,7 +4,7 @@ side by side: median, p99, worst and first call in microseconds, and whether
 unstall is slower than native (median or p99 more than 5% and 1 us worse).
 
 A file may hold several rounds of the same rows (tools/bench/smallcopy.sh runs
-native and shim processes alternately, SMALLCOPY_ROUNDS times): where the
+native, shim and control processes in turn, SMALLCOPY_ROUNDS times): where the
 rows carry every call's time (SMALLCOPY_TIMES lines), median, p99 and worst
 are those of all the rounds' calls together, so that one process's state
 (its host, its CPU placement) does not decide a row; first is the median of
@@ -84,10 +84,8 @@ def main():
         slower += bool(bad)
         verdict = "slower: " + ",".join(k[:-3] for k in bad) if bad else "ok"
         data = "ok" if n["ok"] and s["ok"] else "BAD"
-        control_cols = ""
         c = control.get(key) if control is not None else None
-        if control is not None:
-            control_cols = f" {'-':>13} |"
+        control_cols = "" if control is None else f" {'-':>13} |"
         if c is not None:
             control_cols = f" {c['median_us']:>6.1f} {c['p99_us']:>6.1f} |"
             data = data if c["ok"] else "BAD"
