@@ -49,8 +49,10 @@ void cf_copy_flag(cudaStream_t s, const int *flag, int *out);
 void cf_sleep(cudaStream_t s, double ms);
 /* Occupies every SM of the stream's device `ms` milliseconds (enough blocks
  * of 1024 threads to fill every SM's thread slots; on fakecuda a grid of one
- * block per SM): no copy kernel finds room beside it (case D). */
-void cf_occupy(cudaStream_t s, double ms);
+ * block per SM): no copy kernel finds room beside it (case D). The blocks
+ * leave together, at one deadline; the first to leave stores `value` into
+ * *flag (host-mapped, from cf_flags; NULL: none). One at a time per device. */
+void cf_occupy(cudaStream_t s, double ms, int *flag, int value);
 /* Every kernel above launched once on every device (cf_begin does it): a
  * kernel's first launch loads its module, which waits for work in flight. */
 void cf_warm_kernels(void);

@@ -9,7 +9,9 @@
  * Outcome: late=1 when the median of 5 bursts of 4 x 64 KiB, each timed by an
  * event pair on the copy stream and synchronized, took more than 1.2 ms (idle:
  * tens of us; busy: a time slice, 2 ms), and during=1 when every burst ended
- * before the 300 ms kernel (full: 0, the first burst ends with the kernel).
+ * before the 300 ms kernel (full: 0, the first burst ends with the kernel;
+ * there, before the first of its blocks left, since the copies may use the
+ * SMs the first ones free).
  * With hostfn as well, each burst starts with a host function that notes the
  * host time it ran, and the outcome is hostfn_late=1 when the median time from
  * its launch to its run exceeds 1.2 ms (whether a host function of a context
@@ -88,11 +90,12 @@ int main(int argc, char **argv)
 
     if (created)
         ctx_set(primary);
-    if (full)
-        cf_occupy(sk, 300);
-    else
+    if (full) {
+        cf_occupy(sk, 300, &flags[0], 1);
+    } else {
         cf_sleep(sk, 300);
-    cf_set_flag_after(sk, &flags[0], 1, 0);
+        cf_set_flag_after(sk, &flags[0], 1, 0);
+    }
     if (created)
         ctx_set(ctx);
     float ms[BURSTS];

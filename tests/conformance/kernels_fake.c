@@ -63,11 +63,13 @@ void cf_sleep(cudaStream_t s, double ms)
     cf_set_flag_after(s, &unused, 0, ms);
 }
 
-void cf_occupy(cudaStream_t s, double ms)
+void cf_occupy(cudaStream_t s, double ms, int *flag, int value)
 {
     pthread_once(&registered, register_kernels);
     static int unused;
-    int *flag = &unused, value = 0, sms = 0;
+    int sms = 0;
+    if (flag == NULL)
+        flag = &unused;
     double us = ms * 1000.0;
     CF_CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
     void *a[] = {&flag, &value, &us};
