@@ -52,7 +52,7 @@ static bool resolve_all(struct us_real_api *api)
     return api->cudaGetDevice != NULL;
 }
 
-const char *us_real_missing_for_rewrite(const struct us_real_api *api)
+static const char *missing_for_rewrite(const struct us_real_api *api)
 {
 #define US_REAL(ret, name, params, args, rewrite) \
     if ((rewrite) && api->name == NULL)           \
@@ -60,6 +60,21 @@ const char *us_real_missing_for_rewrite(const struct us_real_api *api)
 #include "real_api.def"
 #undef US_REAL
     return NULL;
+}
+
+/* Asked by every rewritten copy: the table last found complete, remembered
+ * (a resolved table is not changed after; one that tests install is
+ * checked again, us_real_install). */
+static _Atomic(const struct us_real_api *) complete_api;
+
+const char *us_real_missing_for_rewrite(const struct us_real_api *api)
+{
+    if (api == atomic_load_explicit(&complete_api, memory_order_relaxed))
+        return NULL;
+    const char *missing = missing_for_rewrite(api);
+    if (missing == NULL)
+        atomic_store_explicit(&complete_api, api, memory_order_relaxed);
+    return missing;
 }
 
 const struct us_real_api *us_real(void)
@@ -83,6 +98,7 @@ const struct us_real_api *us_real(void)
 
 void us_real_install(const struct us_real_api *api)
 {
+    atomic_store_explicit(&complete_api, NULL, memory_order_relaxed);
     atomic_store_explicit(&active_api, api, memory_order_release);
 }
 

@@ -24,14 +24,39 @@
 #include "watch.h"
 
 static bool run_pipeline(enum us_action action, const struct us_copy *c, const struct us_ctx *home,
-                         cudaError_t *result)
+                         const struct us_meanwhile *meanwhile, cudaError_t *result)
 {
     switch (action) {
     case US_ACT_PEER: return us_pipeline_peer(c, home, result);
     case US_ACT_H2D: return us_pipeline_h2d(c, home, result);
-    case US_ACT_D2H: return us_pipeline_d2h(c, home, result);
+    case US_ACT_D2H: return us_pipeline_d2h(c, home, meanwhile, result);
     default: return false;
     }
+}
+
+/* The call site of a copy's findings. Taken before the copy only where
+ * strict mode may refuse it; else after the copy is issued: after a native
+ * call (an asynchronous one's transfer runs meanwhile), or by the D2H
+ * pipeline while it waits for its first chunk, so that the walk overlaps the
+ * GPU's work instead of adding to the caller's time. */
+struct copy_site {
+    struct us_site site;
+    bool taken;
+};
+
+static void take_site_nested(void *arg)
+{
+    struct copy_site *s = arg;
+    us_site_capture_nested(&s->site);
+    s->taken = true;
+}
+
+static bool may_forbid(const struct us_decision *d)
+{
+    for (int i = 0; i < d->rule_count; i++)
+        if (us_findings_may_forbid(d->rules[i]))
+            return true;
+    return false;
 }
 
 /* What the fix layer made in a context that is gone (context.h). */
@@ -132,22 +157,25 @@ static cudaError_t copy_run(struct us_copy *c)
         return native;
     }
 
-    struct us_site site;
-    if (record) {
-        us_site_capture(&site);
+    struct copy_site site = {.taken = false};
+    if (record && may_forbid(&decision)) {
+        us_site_capture(&site.site);
+        site.taken = true;
         for (int i = 0; i < decision.rule_count; i++)
-            if (us_findings_forbidden(decision.rules[i], &site, us_copy_api_name(c->api))) {
+            if (us_findings_forbidden(decision.rules[i], &site.site, us_copy_api_name(c->api))) {
                 us_engine_end(&engine);
                 return US_ERR_FORBIDDEN;
             }
     }
+    struct us_meanwhile take_site = {.fn = take_site_nested, .arg = &site};
 
     us_state_enter();
     uint64_t start = us_now_ns();
     cudaError_t result = cudaSuccess;
     bool fixed = stage ? us_d2d_stage(c, cfg, &engine, &result)
                  : decision.action != US_ACT_NATIVE &&
-                       run_pipeline(decision.action, c, copy_context(&home, &looked), &result);
+                       run_pipeline(decision.action, c, copy_context(&home, &looked),
+                                    record && !site.taken ? &take_site : NULL, &result);
     if (!fixed)
         result = us_engine_native(c, &engine);
     uint64_t end = us_now_ns();
@@ -155,6 +183,8 @@ static cudaError_t copy_run(struct us_copy *c)
     us_engine_end(&engine);
 
     if (record) {
+        if (!site.taken)
+            us_site_capture(&site.site);
         for (int i = 0; i < decision.rule_count; i++) {
             struct us_finding f = {
                 .rule = decision.rules[i],
@@ -178,7 +208,7 @@ static cudaError_t copy_run(struct us_copy *c)
                 f.context = engine.context;
                 f.fixed = false;
             }
-            us_findings_record(&f, &site);
+            us_findings_record(&f, &site.site);
         }
     }
     return result;

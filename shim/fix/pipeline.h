@@ -15,11 +15,22 @@
 #include "context.h"
 #include "copy.h"
 
+/* Work of the caller's that a pipeline runs once, when its first chunk is
+ * on the GPU and before it waits for it, instead of the caller running it
+ * before or after the copy (chain.c: the finding's call site). */
+struct us_meanwhile {
+    void (*fn)(void *arg);
+    void *arg;
+};
+
 /* `home`: the context the copy is issued in (us_context_this); the
  * pipeline's streams, events and slot events belong to it (or, on other
- * devices, to their primary contexts). NULL: declined. */
+ * devices, to their primary contexts). NULL: declined. `meanwhile`: NULL,
+ * or run as said above; only the D2H, whose caller waits for every copy,
+ * takes one. */
 bool us_pipeline_peer(const struct us_copy *c, const struct us_ctx *home, cudaError_t *result); /* case A */
 bool us_pipeline_h2d(const struct us_copy *c, const struct us_ctx *home, cudaError_t *result);  /* case B */
-bool us_pipeline_d2h(const struct us_copy *c, const struct us_ctx *home, cudaError_t *result);  /* case C */
+bool us_pipeline_d2h(const struct us_copy *c, const struct us_ctx *home, const struct us_meanwhile *meanwhile,
+                     cudaError_t *result); /* case C */
 
 #endif

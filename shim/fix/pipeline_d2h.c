@@ -51,8 +51,11 @@ static cudaError_t issue_chunk(const struct us_pipe *p, struct us_pipe_slots *s,
 
 /* Returns with the data in place. Chunk j goes to slot j % s->n and is as
  * long as that slot allows (us_pipe_chunk_room: slots differ in size,
- * staging.h). *issued: whether any chunk was. */
-static cudaError_t copy_now(const struct us_pipe *p, struct us_pipe_slots *s, bool *issued)
+ * staging.h). *issued: whether any chunk was. `meanwhile` runs while the
+ * first chunks are on the GPU: a 4-byte copy's wait is most of its time
+ * (4.6-4.9 us of 7.5-8.3 on an H200, docs/performance.md, session 24). */
+static cudaError_t copy_now(const struct us_pipe *p, struct us_pipe_slots *s, const struct us_meanwhile *meanwhile,
+                            bool *issued)
 {
     const struct us_copy *c = p->copy;
     size_t off[US_STAGING_MAX_CLAIM], len[US_STAGING_MAX_CLAIM];
@@ -65,6 +68,8 @@ static cudaError_t copy_now(const struct us_pipe *p, struct us_pipe_slots *s, bo
         next += len[k];
         err = issue_chunk(p, s, off[k], len[k], k, issued);
     }
+    if (*issued && meanwhile != NULL)
+        meanwhile->fn(meanwhile->arg);
     for (size_t i = 0; i < queued && err == cudaSuccess; i++) {
         unsigned k = (unsigned)(i % s->n);
         err = us_pipe_wait(p->real, s->event[k]);
@@ -108,7 +113,8 @@ static bool claim_slots(const struct us_pipe *p, unsigned want, struct us_pipe_s
     return us_pipe_claim(p, want, US_PIPE_CLAIM_SOME, s);
 }
 
-bool us_pipeline_d2h(const struct us_copy *c, const struct us_ctx *home, cudaError_t *result)
+bool us_pipeline_d2h(const struct us_copy *c, const struct us_ctx *home, const struct us_meanwhile *meanwhile,
+                     cudaError_t *result)
 {
     struct us_pipe p;
     if (!us_pipe_begin(&p, c, home))
@@ -124,7 +130,7 @@ bool us_pipeline_d2h(const struct us_copy *c, const struct us_ctx *home, cudaErr
                     "a D2H into memory not yet mapped advised huge pages for its destination before copying into it "
                     "(option d2h_hugepages)");
     bool issued;
-    cudaError_t err = copy_now(&p, &s, &issued);
+    cudaError_t err = copy_now(&p, &s, meanwhile, &issued);
     us_pipe_release(&s);
     if (!issued) { /* the first chunk was refused: the native call gives the native error */
         us_pipe_end(&p, NULL, -1);

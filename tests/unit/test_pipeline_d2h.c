@@ -38,10 +38,31 @@ static int setup_warm(void **state)
     return 0;
 }
 
+/* What the meanwhile work saw when it ran (test_d2h_meanwhile_*). */
+static struct {
+    unsigned runs, copies_issued, waits;
+} seen;
+
+static void note_meanwhile(void *arg)
+{
+    (void)arg;
+    seen.runs++;
+    seen.copies_issued = fake_cuda_count(FAKE_cudaMemcpyAsync);
+    seen.waits = fake_cuda_host_waits();
+}
+
+static const struct us_meanwhile noting = {.fn = note_meanwhile, .arg = NULL};
+static const struct us_meanwhile *meanwhile;
+
+static bool d2h(const struct us_copy *c, const struct us_ctx *home, cudaError_t *result)
+{
+    return us_pipeline_d2h(c, home, meanwhile, result);
+}
+
 /* src+3 (device 0) -> dst+5 (pageable), checked (fake_cuda_copy_checked). */
 static bool d2h_checked(int api, size_t bytes, cudaStream_t stream, cudaError_t *result)
 {
-    return fake_cuda_copy_checked(us_pipeline_d2h, api, bytes, stream, 0, -1, result);
+    return fake_cuda_copy_checked(d2h, api, bytes, stream, 0, -1, result);
 }
 
 static void test_d2h_data_every_size_class(void **state)
@@ -81,6 +102,33 @@ static void test_d2h_default_waits_per_chunk_with_slots_in_flight(void **state)
     unsigned waits = fake_cuda_count(FAKE_cudaEventSynchronize);
     assert_true(d2h_checked(US_API_MEMCPY_ASYNC, 10 * SLOT, s, &result));
     assert_int_equal(fake_cuda_count(FAKE_cudaEventSynchronize), waits + 10);
+}
+
+/* The caller's meanwhile work (chain.c: the finding's call site) runs once,
+ * with the first chunks issued and before any wait; not at all when the
+ * pipeline declines or its first chunk is refused (the caller goes native). */
+static void test_d2h_meanwhile_runs_once_between_issue_and_wait(void **state)
+{
+    (void)state;
+    cudaStream_t s = fake_cuda_user_stream(0);
+    cudaError_t result;
+    meanwhile = &noting;
+    seen.runs = 0;
+    assert_true(d2h_checked(US_API_MEMCPY_ASYNC, 10 * SLOT, s, &result));
+    assert_int_equal(result, cudaSuccess);
+    assert_int_equal(seen.runs, 1);
+    assert_int_equal(seen.copies_issued, 4); /* the slots' worth, queued */
+    assert_int_equal(seen.waits, 0);
+    assert_int_equal(fake_cuda_count(FAKE_cudaEventSynchronize), 10);
+
+    seen.runs = 0;
+    fake_cuda_fail(FAKE_cudaMemcpyAsync, 1, 1, cudaErrorInvalidValue);
+    assert_false(d2h_checked(US_API_MEMCPY_ASYNC, 2 * SLOT, s, &result));
+    fake_cuda.capture = cudaStreamCaptureStatusActive;
+    assert_false(d2h_checked(US_API_MEMCPY_ASYNC, SLOT, s, &result));
+    fake_cuda.capture = cudaStreamCaptureStatusNone;
+    assert_int_equal(seen.runs, 0);
+    meanwhile = NULL;
 }
 
 /* A slot larger than the copy's own (the pool's first slots are pinned
@@ -200,6 +248,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_d2h_data_every_size_class, setup, fake_cuda_teardown),
         cmocka_unit_test_setup_teardown(test_d2h_default_waits_per_chunk_with_slots_in_flight, setup_warm, fake_cuda_teardown),
+        cmocka_unit_test_setup_teardown(test_d2h_meanwhile_runs_once_between_issue_and_wait, setup_warm, fake_cuda_teardown),
         cmocka_unit_test_setup_teardown(test_d2h_larger_slot_carries_the_copys_own_pieces, setup, fake_cuda_teardown),
         cmocka_unit_test_setup_teardown(test_d2h_capture_and_invalid_stream_decline, setup, fake_cuda_teardown),
         cmocka_unit_test_setup_teardown(test_d2h_no_pinned_memory_declines, setup, fake_cuda_teardown),
