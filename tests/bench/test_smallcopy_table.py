@@ -15,10 +15,11 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 TABLE = os.path.join(ROOT, "tools", "bench", "smallcopy_table.py")
 
 
-def rows(op, size, rounds, ok=(1, 1, 1)):
+def rows(op, size, rounds, ok=None):
     """smallcopy.c's lines for one row, one round each: a SMALLCOPY summary
     (of that round's calls) and its SMALLCOPY_TIMES line."""
     out = []
+    ok = ok if ok is not None else (1,) * len(rounds)
     for i, times in enumerate(rounds):
         s = sorted(times)
         p99 = s[int(0.99 * (len(s) - 1) + 0.5)]
@@ -65,6 +66,13 @@ class SmallcopyTable(unittest.TestCase):
         self.assertEqual(cols[3], ["90.0", "300.0"])
         self.assertEqual(cols[4], ["35.0", "41.0"])
         self.assertIn("3 rounds", out)
+
+    def test_rounds_per_size_class_are_said(self):
+        # smallcopy.sh runs the rows up to 1 MiB in more rounds than the larger ones
+        native = rows("h2d", 4, [[5.0] * 10] * 8) + rows("h2d", 2 << 20, [[150.0] * 10] * 3)
+        shim = rows("h2d", 4, [[5.0] * 10] * 8) + rows("h2d", 2 << 20, [[140.0] * 10] * 3)
+        _, out = table(native, shim)
+        self.assertIn("8 rounds up to 4 B, 3 from 2 MiB of processes", out)
 
     def test_a_bad_round_marks_the_row(self):
         native = rows("h2d", 4, [[5.0] * 10] * 3)

@@ -59,6 +59,23 @@ def size(n):
     return f"{n} B"
 
 
+def rounds_text(rounds):
+    """'3 rounds', or '8 rounds up to 1 MiB, 3 from 2 MiB' when the rows differ."""
+    by = {}
+    for r, b in rounds:
+        by.setdefault(r, []).append(b)
+    if len(by) <= 1:
+        return f"{next(iter(by), 1)} rounds"
+    parts = sorted(by.items(), key=lambda kv: min(kv[1]))
+    text = []
+    for i, (r, sizes) in enumerate(parts):
+        if i == 0:
+            text.append(f"{r} rounds up to {size(max(sizes))}")
+        else:
+            text.append(f"{r} from {size(min(sizes))}")
+    return ", ".join(text)
+
+
 def worse(shim, native):
     return shim > native * 1.05 and shim > native + 1.0
 
@@ -75,11 +92,13 @@ def main():
           f"{'worst native':>12} {'unstall':>8} | {'first native':>12} {'unstall':>8} |{control_head} data | verdict")
     slower = noisy = 0
     rounds = set()
-    for key, n in native.items():
+    ops = list(dict.fromkeys(op for op, _ in native))  # in the order they first appear
+    for key in sorted(native, key=lambda k: (ops.index(k[0]), k[1])):
+        n = native[key]
         s = shim.get(key)
         if s is None:
             continue
-        rounds.update((n["rounds"], s["rounds"]))
+        rounds.add((min(n["rounds"], s["rounds"]), key[1]))
         bad = [k for k in ("median_us", "p99_us") if worse(s[k], n[k])]
         slower += bool(bad)
         verdict = "slower: " + ",".join(k[:-3] for k in bad) if bad else "ok"
@@ -99,9 +118,9 @@ def main():
     print(f"rows where unstall is slower (median or p99 > 5% and > 1 us worse): {slower}")
     if control is not None:
         print(f"rows where the control (the shim loaded, UNSTALL_DISABLE=1) is as far from native, either way: {noisy}")
-    many = max(rounds, default=1)
-    print("times in microseconds on the calling thread; first: the row's first call (the process's first copy for "
-          "the first row)" + (f"; {many} rounds of processes, native and unstall" + (", and the control," if control is not None else "")
+    many = max((r for r, _ in rounds), default=1)
+    print("times in microseconds on the calling thread; first: the row's first call (a process's first copy for "
+          "the first row of its processes)" + (f"; {rounds_text(rounds)} of processes, native and unstall" + (", and the control," if control is not None else "")
                               + " taking turns: median, p99 and worst "
                               "over every round's calls, first the median of the rounds' first calls" if many > 1 else "")
           + ("; control: median and p99 of the same program with the shim loaded and disabled" if control is not None
