@@ -128,11 +128,76 @@ cudaError_t us_copy_run(struct us_copy *c)
     return result;
 }
 
+/* The findings of one copy, at its call site; `engine`: the busy engine's
+ * measurement (busy_engine_d2d), zero for any other copy. */
+static void record_findings(const struct us_copy *c, const struct us_decision *decision,
+                            const struct us_engine_call *engine, const struct us_site *site, uint64_t start,
+                            uint64_t end, bool fixed)
+{
+    for (int i = 0; i < decision->rule_count; i++) {
+        struct us_finding f = {
+            .rule = decision->rules[i],
+            .api = us_copy_api_name(c->api),
+            .bytes = c->bytes,
+            .path = c->path,
+            .src_device = c->src_mem.device,
+            .dst_device = c->dst_mem.device,
+            .stream = c->stream,
+            .stream_kind = c->stream_kind,
+            .start_ns = start,
+            .held_ns = end - start,
+            .context = NULL,
+            /* the legacy-stream finding is about the stream, which stays */
+            .fixed = fixed && decision->rules[i] != US_RULE_legacy_stream,
+        };
+        if (decision->rules[i] == US_RULE_busy_engine_d2d) {
+            /* about an earlier timed copy of this stream: how late it started */
+            f.bytes = engine->late_bytes;
+            f.held_ns = engine->late_ns;
+            f.context = engine->context;
+            f.fixed = false;
+        }
+        us_findings_record(&f, site);
+    }
+}
+
+/* A copy that goes native whatever its memory (us_policy_native_by_kind)
+ * and whose host side the shim's table does not know: the native call
+ * first, then the classification and the findings. Classifying such memory
+ * asks the runtime (0.13 us a call, 8-9 us a process's first: H100 and H200
+ * hosts, docs/performance.md), and after the call that, with the call site,
+ * overlaps an asynchronous copy's transfer instead of delaying its start.
+ * Strict mode classifies first (copy_run): a copy it refuses must be known
+ * before the call. */
+static cudaError_t native_then_classify(struct us_copy *c, const struct us_config *cfg)
+{
+    if (!us_findings_wanted())
+        return us_copy_native(c);
+    us_state_enter();
+    uint64_t start = us_now_ns();
+    cudaError_t result = us_copy_native(c);
+    uint64_t end = us_now_ns();
+    us_state_leave();
+    us_classify_copy(c);
+    struct us_call_facts facts = { .legacy_with_blocking = us_legacy_contended(c->stream_kind) };
+    struct us_decision decision;
+    us_policy_decide(c, cfg, &facts, &decision);
+    if (decision.rule_count > 0) {
+        struct us_site site;
+        struct us_engine_call no_engine = {0};
+        us_site_capture(&site);
+        record_findings(c, &decision, &no_engine, &site, start, end, false);
+    }
+    return result;
+}
+
 static cudaError_t copy_run(struct us_copy *c)
 {
     us_state_note_call();
-    us_classify_copy(c);
     const struct us_config *cfg = us_config();
+    if (cfg->mode != US_MODE_STRICT && us_policy_native_by_kind(c, cfg) && us_classify_host_unknown(c))
+        return native_then_classify(c, cfg);
+    us_classify_copy(c);
     struct us_call_facts facts = { .legacy_with_blocking = us_legacy_contended(c->stream_kind) };
     bool wanted = us_findings_wanted();
     struct us_decision decision;
@@ -185,31 +250,7 @@ static cudaError_t copy_run(struct us_copy *c)
     if (record) {
         if (!site.taken)
             us_site_capture(&site.site);
-        for (int i = 0; i < decision.rule_count; i++) {
-            struct us_finding f = {
-                .rule = decision.rules[i],
-                .api = us_copy_api_name(c->api),
-                .bytes = c->bytes,
-                .path = c->path,
-                .src_device = c->src_mem.device,
-                .dst_device = c->dst_mem.device,
-                .stream = c->stream,
-                .stream_kind = c->stream_kind,
-                .start_ns = start,
-                .held_ns = end - start,
-                .context = NULL,
-                /* the legacy-stream finding is about the stream, which stays */
-                .fixed = fixed && decision.rules[i] != US_RULE_legacy_stream,
-            };
-            if (decision.rules[i] == US_RULE_busy_engine_d2d) {
-                /* about an earlier timed copy of this stream: how late it started */
-                f.bytes = engine.late_bytes;
-                f.held_ns = engine.late_ns;
-                f.context = engine.context;
-                f.fixed = false;
-            }
-            us_findings_record(&f, &site.site);
-        }
+        record_findings(c, &decision, &engine, &site.site, start, end, fixed);
     }
     return result;
 }

@@ -111,6 +111,21 @@ void us_classify_copy(struct us_copy *c)
     c->path = path_of(c, src_room, dst_room);
 }
 
+static bool known(const void *ptr)
+{
+    return ptr != NULL && us_ptrtable_lookup((uintptr_t)ptr, NULL);
+}
+
+bool us_classify_host_unknown(const struct us_copy *c)
+{
+    switch (c->kind) {
+    case cudaMemcpyHostToDevice: return !known(c->src);
+    case cudaMemcpyDeviceToHost: return !known(c->dst);
+    case cudaMemcpyHostToHost: return !known(c->src) || !known(c->dst);
+    default: return false;
+    }
+}
+
 enum us_stream_kind us_stream_kind_of(cudaStream_t stream, bool per_thread)
 {
     if (stream == NULL)

@@ -14,6 +14,13 @@ void us_classify_pointer(const void *ptr, struct us_mem *out);
 /* Fills c->src_mem, c->dst_mem, c->path and c->stream_kind. */
 void us_classify_copy(struct us_copy *c);
 
+/* Whether the copy's host side, as its kind says (the source of a
+ * host-to-device copy, the destination of a device-to-host one, either of a
+ * host-to-host one), is memory the shim's table does not know: pageable, or
+ * pinned by calls the shim did not see. Classifying it asks the runtime.
+ * False for any other kind. */
+bool us_classify_host_unknown(const struct us_copy *c);
+
 /* What a stream handle means, for a plain (per_thread false) or a _ptsz entry. */
 enum us_stream_kind us_stream_kind_of(cudaStream_t stream, bool per_thread);
 

@@ -23,6 +23,18 @@ static enum us_action rewrite_for(const struct us_copy *c, const struct us_confi
     }
 }
 
+bool us_policy_native_by_kind(const struct us_copy *c, const struct us_config *cfg)
+{
+    if (us_copy_is_peer(c))
+        return false;
+    switch (c->kind) {
+    case cudaMemcpyHostToDevice: return !cfg->fix || !cfg->fix_h2d || c->bytes < cfg->h2d_min_bytes;
+    case cudaMemcpyDeviceToHost: return !cfg->fix || !cfg->fix_d2h || c->bytes < cfg->d2h_min_bytes;
+    case cudaMemcpyHostToHost: return true;
+    default: return false;
+    }
+}
+
 void us_policy_decide(const struct us_copy *c, const struct us_config *cfg, const struct us_call_facts *facts,
                       struct us_decision *out)
 {

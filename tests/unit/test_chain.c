@@ -156,6 +156,81 @@ static void test_chain_native_call_passes_the_layer_below_through(void **state)
     with_attributes.cudaMemcpyAsync = memcpy_async_before;
 }
 
+/* A copy that goes native whatever its memory (an H2D below h2d_min_bytes)
+ * from memory the table does not know: the native call first, then the
+ * runtime's pointer query and the finding, at the program's call; in strict
+ * mode, which must refuse a finding before the call, the query comes first. */
+static unsigned native_calls, native_calls_at_query;
+static bool queried;
+
+static cudaError_t memcpy_async_counting(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
+                                         cudaStream_t stream)
+{
+    native_calls++;
+    return memcpy_async_before(dst, src, count, kind, stream);
+}
+
+static cudaError_t pointer_attributes_noting(struct cudaPointerAttributes *attr, const void *ptr)
+{
+    if (!queried)
+        native_calls_at_query = native_calls;
+    queried = true;
+    return pointer_attributes(attr, ptr);
+}
+
+static void small_pageable_h2d(int mode, unsigned *calls_at_query)
+{
+    static char dst[4096];
+    char *src = malloc(4096);
+    assert_non_null(src);
+    us_ptrtable_insert((uintptr_t)dst, sizeof dst, US_MEM_DEVICE, 0);
+    struct us_config cfg = *us_config();
+    cfg.h2d_min_bytes = 1u << 20;
+    cfg.mode = mode;
+    cfg.strict_severity = US_SEVERITY_HIGH; /* pageable_h2d (medium) is recorded, not refused */
+    us_config_set(&cfg);
+    memcpy_async_before = with_attributes.cudaMemcpyAsync;
+    with_attributes.cudaMemcpyAsync = memcpy_async_counting;
+    with_attributes.cudaPointerGetAttributes = pointer_attributes_noting;
+    native_calls = 0;
+    queried = false;
+    struct us_copy c = {.api = US_API_MEMCPY_ASYNC, .dst = dst, .src = src, .bytes = 4096,
+                        .kind = cudaMemcpyHostToDevice, .stream = fake_cuda_user_stream(0), .peer_dst_device = -1,
+                        .peer_src_device = -1};
+    assert_int_equal(us_copy_run(&c), cudaSuccess);
+    assert_int_equal(native_calls, 1);
+    assert_true(queried);
+    *calls_at_query = native_calls_at_query;
+    assert_int_equal(c.path, US_PATH_H2D_PAGEABLE);
+    struct us_report *r = us_findings_collect();
+    assert_non_null(r);
+    const struct us_report_row *row = row_of(r, US_RULE_pageable_h2d);
+    assert_non_null(row);
+    assert_int_equal(row->observed, 1);
+    assert_int_equal(row->fixed, 0);
+    assert_true(row->site.depth > 0);
+    us_report_free(r);
+    with_attributes.cudaMemcpyAsync = memcpy_async_before;
+    with_attributes.cudaPointerGetAttributes = pointer_attributes;
+    free(src);
+}
+
+static void test_chain_small_pageable_h2d_native_first_then_classified(void **state)
+{
+    (void)state;
+    unsigned at_query;
+    small_pageable_h2d(US_MODE_REPORT, &at_query);
+    assert_int_equal(at_query, 1); /* asked after the native call */
+}
+
+static void test_chain_strict_mode_classifies_before_the_call(void **state)
+{
+    (void)state;
+    unsigned at_query;
+    small_pageable_h2d(US_MODE_STRICT, &at_query);
+    assert_int_equal(at_query, 0);
+}
+
 /* A driver copy's native call goes to the function the driver layer
  * identified, with the driver's arguments. */
 static CUdeviceptr driver_dst;
@@ -200,6 +275,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_chain_pinned_copy_is_native_and_unrecorded, setup, teardown),
         cmocka_unit_test_setup_teardown(test_chain_native_call_passes_the_layer_below_through, setup, teardown),
         cmocka_unit_test_setup_teardown(test_chain_driver_copy_native_call, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_chain_small_pageable_h2d_native_first_then_classified, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_chain_strict_mode_classifies_before_the_call, setup, teardown),
     };
     return US_RUN_TESTS("test_chain", tests, NULL, NULL);
 }

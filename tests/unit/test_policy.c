@@ -137,10 +137,73 @@ static void test_policy_same_device_copy_fires_nothing_at_decision(void **state)
     assert_int_equal(d.rule_count, 0);
 }
 
+/* us_policy_native_by_kind says "native" only where us_policy_decide's
+ * action is native for every path classification can give a copy of that
+ * kind (classify.c path_of: a host-to-device kind gives a host-to-device path
+ * or none), at every size around the thresholds and under every fix switch:
+ * the chain then makes the native call before it classifies. */
+static void test_policy_native_by_kind_only_where_every_path_is_native(void **state)
+{
+    (void)state;
+    static const struct {
+        enum cudaMemcpyKind kind;
+        enum us_copy_path paths[3];
+    } kinds[] = {
+        {cudaMemcpyHostToDevice, {US_PATH_H2D_PAGEABLE, US_PATH_H2D_PINNED, US_PATH_UNKNOWN}},
+        {cudaMemcpyDeviceToHost, {US_PATH_D2H_PAGEABLE, US_PATH_D2H_PINNED, US_PATH_UNKNOWN}},
+        {cudaMemcpyHostToHost, {US_PATH_H2H, US_PATH_UNKNOWN, US_PATH_UNKNOWN}},
+    };
+    for (int variant = 0; variant < 6; variant++) {
+        struct us_config cfg = default_config();
+        switch (variant) {
+        case 1: cfg.fix = false; break;
+        case 2: cfg.fix_h2d = false; break;
+        case 3: cfg.fix_d2h = false; break;
+        case 4: cfg.d2h_min_bytes = 1u << 20; break;
+        case 5: cfg.h2d_min_bytes = 0; break;
+        default: break;
+        }
+        const size_t sizes[] = {0, 1, 4096, cfg.h2d_min_bytes - 1, cfg.h2d_min_bytes, cfg.h2d_min_bytes + 1,
+                                cfg.d2h_min_bytes, cfg.d2h_min_bytes + 1, (size_t)1 << 30};
+        bool some_native = false, some_not = false;
+        for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
+            for (size_t z = 0; z < sizeof sizes / sizeof sizes[0]; z++) {
+                struct us_copy c = copy_of(US_PATH_UNKNOWN, US_API_MEMCPY_ASYNC, sizes[z]);
+                c.kind = kinds[k].kind;
+                bool native = us_policy_native_by_kind(&c, &cfg);
+                some_native |= native;
+                for (int p = 0; p < 3; p++) {
+                    c.path = kinds[k].paths[p];
+                    struct us_decision d;
+                    us_policy_decide(&c, &cfg, &no_facts, &d);
+                    if (native)
+                        assert_int_equal(d.action, US_ACT_NATIVE);
+                    else if (d.action != US_ACT_NATIVE)
+                        some_not = true;
+                }
+            }
+        assert_true(some_native);
+        assert_true(variant == 1 || some_not); /* not "native" where a path is rewritten */
+    }
+    /* a kind that leaves the direction open, device-to-device, a peer copy: classified first */
+    struct us_config cfg = default_config();
+    struct us_copy c = copy_of(US_PATH_UNKNOWN, US_API_MEMCPY_ASYNC, 4);
+    c.kind = cudaMemcpyDefault;
+    assert_false(us_policy_native_by_kind(&c, &cfg));
+    c.kind = cudaMemcpyDeviceToDevice;
+    assert_false(us_policy_native_by_kind(&c, &cfg));
+    c = copy_of(US_PATH_UNKNOWN, US_API_MEMCPY_PEER_ASYNC, 4);
+    c.kind = cudaMemcpyHostToDevice;
+    c.peer_src_device = 0;
+    c.peer_dst_device = 1;
+    assert_false(us_policy_native_by_kind(&c, &cfg));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_policy_pageable_h2d_rewritten_above_threshold),
+        cmocka_unit_test(test_policy_native_by_kind_only_where_every_path_is_native),
         cmocka_unit_test(test_policy_each_path_maps_to_its_rule_and_pipeline),
         cmocka_unit_test(test_policy_sync_copy_of_pinned_memory_is_sync_memcpy),
         cmocka_unit_test(test_policy_legacy_stream_adds_a_rule),
