@@ -4,6 +4,7 @@
 
 #include <pthread.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -19,21 +20,38 @@ static pthread_mutex_t span_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct us_report_span *spans;
 static uint64_t span_total;
 
+/* A ring: a mapping of its own, zeroed and mapped in when made
+ * (MAP_POPULATE). Touched a page at a time, its first pass faulted a page
+ * in every 28 findings or 85 spans, inside the calls that recorded them: on
+ * H200 hosts, whose VM makes a fault cost microseconds, the shim's slow
+ * small copies came in bursts (docs/performance.md, session 25). NULL when
+ * the mapping fails. */
+static void *ring_map(size_t count, size_t size)
+{
+    void *ring = mmap(NULL, count * size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+    return ring != MAP_FAILED ? ring : NULL;
+}
+
+static void ring_unmap(void *ring, size_t count, size_t size)
+{
+    if (ring != NULL)
+        munmap(ring, count * size);
+}
+
 int us_findings_thread_id(void)
 {
-    static _Thread_local int tid;
+    static _Thread_local int tid __attribute__((tls_model("initial-exec")));
     if (tid == 0)
         tid = (int)syscall(SYS_gettid);
     return tid;
 }
 
-/* Both rings are allocated at load: the first rewritten copy of a process
- * must not pay for a ring of its own (calloc zeroes it). After a reset, on
- * first use. */
+/* Both rings are made at load: the first rewritten copy of a process must
+ * not pay for a ring of its own. After a reset, on first use. */
 static void events_prepare(void)
 {
     if (events == NULL)
-        events = calloc(EVENTS_MAX, sizeof *events);
+        events = ring_map(EVENTS_MAX, sizeof *events);
 }
 
 void us_findings_rings_prepare(void)
@@ -41,7 +59,7 @@ void us_findings_rings_prepare(void)
     events_prepare();
     pthread_mutex_lock(&span_lock);
     if (spans == NULL)
-        spans = calloc(SPANS_MAX, sizeof *spans);
+        spans = ring_map(SPANS_MAX, sizeof *spans);
     pthread_mutex_unlock(&span_lock);
 }
 
@@ -79,7 +97,7 @@ void us_findings_span(const char *name, int device, uint64_t start_ns, uint64_t 
     int tid = us_findings_thread_id();
     pthread_mutex_lock(&span_lock);
     if (spans == NULL)
-        spans = calloc(SPANS_MAX, sizeof *spans);
+        spans = ring_map(SPANS_MAX, sizeof *spans);
     if (spans != NULL) {
         struct us_report_span *s = &spans[span_total % SPANS_MAX];
         s->name = name != NULL ? name : "span";
@@ -108,7 +126,7 @@ bool us_findings_spans_copy(struct us_report *r)
 
 void us_findings_events_reset(void)
 {
-    free(events);
+    ring_unmap(events, EVENTS_MAX, sizeof *events);
     events = NULL;
     event_total = 0;
 }
@@ -116,7 +134,7 @@ void us_findings_events_reset(void)
 void us_findings_spans_reset(void)
 {
     pthread_mutex_lock(&span_lock);
-    free(spans);
+    ring_unmap(spans, SPANS_MAX, sizeof *spans);
     spans = NULL;
     span_total = 0;
     pthread_mutex_unlock(&span_lock);
