@@ -14,23 +14,31 @@
 
 #include "context.h"
 #include "copy.h"
-
-/* Work of the caller's that a pipeline runs once, when its first chunk is
- * on the GPU and before it waits for it, instead of the caller running it
- * before or after the copy (chain.c: the finding's call site). */
-struct us_meanwhile {
-    void (*fn)(void *arg);
-    void *arg;
-};
+#include "pipeline_common.h"
 
 /* `home`: the context the copy is issued in (us_context_this); the
  * pipeline's streams, events and slot events belong to it (or, on other
- * devices, to their primary contexts). NULL: declined. `meanwhile`: NULL,
- * or run as said above; only the D2H, whose caller waits for every copy,
- * takes one. */
+ * devices, to their primary contexts). NULL: declined. */
 bool us_pipeline_peer(const struct us_copy *c, const struct us_ctx *home, cudaError_t *result); /* case A */
 bool us_pipeline_h2d(const struct us_copy *c, const struct us_ctx *home, cudaError_t *result);  /* case B */
-bool us_pipeline_d2h(const struct us_copy *c, const struct us_ctx *home, const struct us_meanwhile *meanwhile,
-                     cudaError_t *result); /* case C */
+bool us_pipeline_d2h(const struct us_copy *c, const struct us_ctx *home, cudaError_t *result);  /* case C */
+
+/* Case C in two steps, for a caller with work to do while the first chunks
+ * are on the GPU (chain.c: the finding's call site; a 4-byte copy's wait is
+ * most of its time, 4.6-4.9 us of 7.5-8.3 on an H200, docs/performance.md,
+ * session 24). Start: the checks, the slots, the first chunks issued; false:
+ * declined with nothing issued and nothing held. Finish (only after a start
+ * that returned true): waits, copies out, issues the rest, gives the slots
+ * back; returns what the call returns. us_pipeline_d2h is the two in a row. */
+struct us_d2h_run {
+    struct us_pipe p;
+    struct us_pipe_slots s;
+    size_t off[US_STAGING_MAX_CLAIM], len[US_STAGING_MAX_CLAIM]; /* each slot's chunk */
+    size_t next, queued;
+    cudaError_t err;
+    bool issued;
+};
+bool us_pipeline_d2h_start(const struct us_copy *c, const struct us_ctx *home, struct us_d2h_run *run);
+cudaError_t us_pipeline_d2h_finish(struct us_d2h_run *run);
 
 #endif

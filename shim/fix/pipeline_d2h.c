@@ -49,40 +49,46 @@ static cudaError_t issue_chunk(const struct us_pipe *p, struct us_pipe_slots *s,
     return err;
 }
 
-/* Returns with the data in place. Chunk j goes to slot j % s->n and is as
+/* The first chunks, one per slot: chunk j goes to slot j % s->n and is as
  * long as that slot allows (us_pipe_chunk_room: slots differ in size,
- * staging.h). *issued: whether any chunk was. `meanwhile` runs while the
- * first chunks are on the GPU: a 4-byte copy's wait is most of its time
- * (4.6-4.9 us of 7.5-8.3 on an H200, docs/performance.md, session 24). */
-static cudaError_t copy_now(const struct us_pipe *p, struct us_pipe_slots *s, const struct us_meanwhile *meanwhile,
-                            bool *issued)
+ * staging.h). run->issued: whether any chunk was. */
+static void issue_first(struct us_d2h_run *run)
 {
+    const struct us_pipe *p = &run->p;
+    struct us_pipe_slots *s = &run->s;
     const struct us_copy *c = p->copy;
-    size_t off[US_STAGING_MAX_CLAIM], len[US_STAGING_MAX_CLAIM];
-    size_t next = 0, queued = 0;
-    cudaError_t err = cudaSuccess;
-    *issued = false;
-    for (unsigned k = 0; k < s->n && next < c->bytes && err == cudaSuccess; k++, queued++) {
-        off[k] = next;
-        len[k] = us_pipe_chunk_room(s, k, c->bytes - next);
-        next += len[k];
-        err = issue_chunk(p, s, off[k], len[k], k, issued);
+    run->next = run->queued = 0;
+    run->err = cudaSuccess;
+    run->issued = false;
+    for (unsigned k = 0; k < s->n && run->next < c->bytes && run->err == cudaSuccess; k++, run->queued++) {
+        run->off[k] = run->next;
+        run->len[k] = us_pipe_chunk_room(s, k, c->bytes - run->next);
+        run->next += run->len[k];
+        run->err = issue_chunk(p, s, run->off[k], run->len[k], k, &run->issued);
     }
-    if (*issued && meanwhile != NULL)
-        meanwhile->fn(meanwhile->arg);
-    for (size_t i = 0; i < queued && err == cudaSuccess; i++) {
+}
+
+/* Waits for each chunk in turn, copies it out and issues the next one into
+ * its slot: returns with the data in place. */
+static cudaError_t copy_rest(struct us_d2h_run *run)
+{
+    const struct us_pipe *p = &run->p;
+    struct us_pipe_slots *s = &run->s;
+    const struct us_copy *c = p->copy;
+    cudaError_t err = run->err;
+    for (size_t i = 0; i < run->queued && err == cudaSuccess; i++) {
         unsigned k = (unsigned)(i % s->n);
         err = us_pipe_wait(p->real, s->event[k]);
         if (err != cudaSuccess)
             break;
         s->pending[k] = -1;
-        us_hostcopy((char *)c->dst + off[k], s->slot[k]->ptr, len[k]);
-        if (next < c->bytes) {
-            off[k] = next;
-            len[k] = us_pipe_chunk_room(s, k, c->bytes - next);
-            next += len[k];
-            queued++;
-            err = issue_chunk(p, s, off[k], len[k], k, issued);
+        us_hostcopy((char *)c->dst + run->off[k], s->slot[k]->ptr, run->len[k]);
+        if (run->next < c->bytes) {
+            run->off[k] = run->next;
+            run->len[k] = us_pipe_chunk_room(s, k, c->bytes - run->next);
+            run->next += run->len[k];
+            run->queued++;
+            err = issue_chunk(p, s, run->off[k], run->len[k], k, &run->issued);
         }
     }
     return err;
@@ -113,30 +119,42 @@ static bool claim_slots(const struct us_pipe *p, unsigned want, struct us_pipe_s
     return us_pipe_claim(p, want, US_PIPE_CLAIM_SOME, s);
 }
 
-bool us_pipeline_d2h(const struct us_copy *c, const struct us_ctx *home, const struct us_meanwhile *meanwhile,
-                     cudaError_t *result)
+bool us_pipeline_d2h_start(const struct us_copy *c, const struct us_ctx *home, struct us_d2h_run *run)
 {
-    struct us_pipe p;
-    if (!us_pipe_begin(&p, c, home))
+    struct us_pipe *p = &run->p;
+    if (!us_pipe_begin(p, c, home))
         return false;
     unsigned want = us_config()->slots;
-    struct us_pipe_slots s;
-    if (!claim_slots(&p, want, &s)) {
-        us_pipe_end(&p, NULL, -1);
+    if (!claim_slots(p, want, &run->s)) {
+        us_pipe_end(p, NULL, -1);
         return false;
     }
     if (us_hostcopy_advise_fresh(c->dst, c->bytes))
         us_log_once(&logged_hugepages, US_LOG_INFO,
                     "a D2H into memory not yet mapped advised huge pages for its destination before copying into it "
                     "(option d2h_hugepages)");
-    bool issued;
-    cudaError_t err = copy_now(&p, &s, meanwhile, &issued);
-    us_pipe_release(&s);
-    if (!issued) { /* the first chunk was refused: the native call gives the native error */
-        us_pipe_end(&p, NULL, -1);
+    issue_first(run);
+    if (!run->issued) { /* the first chunk was refused: the native call gives the native error */
+        us_pipe_release(&run->s);
+        us_pipe_end(p, NULL, -1);
         return false;
     }
-    *result = err;
-    us_pipe_end(&p, "pageable_d2h", c->src_mem.device);
+    return true;
+}
+
+cudaError_t us_pipeline_d2h_finish(struct us_d2h_run *run)
+{
+    cudaError_t err = copy_rest(run);
+    us_pipe_release(&run->s);
+    us_pipe_end(&run->p, "pageable_d2h", run->p.copy->src_mem.device);
+    return err;
+}
+
+bool us_pipeline_d2h(const struct us_copy *c, const struct us_ctx *home, cudaError_t *result)
+{
+    struct us_d2h_run run;
+    if (!us_pipeline_d2h_start(c, home, &run))
+        return false;
+    *result = us_pipeline_d2h_finish(&run);
     return true;
 }

@@ -22,9 +22,6 @@
  * program called (watch/copy, the entry, an inlined helper or two): captured
  * beyond the depth kept, then dropped by the self range. */
 #define SELF_SLACK 6
-/* More of them for a capture made from inside a pipeline
- * (us_site_capture_nested): the pipeline's frames and the chain's. */
-#define NESTED_SLACK 6
 
 /* --- the shim's own frames ---------------------------------------------------------- */
 
@@ -181,16 +178,16 @@ static void unwinder_init(void)
  * frame kept (then the shim's own leading frames are dropped). Frames are
  * matched by address, not counted, so neither a sanitizer's backtrace
  * interceptor nor a tail call into here shifts them. */
-__attribute__((noinline)) static void capture_from(struct us_site *site, int max_depth, int slack, bool python,
+__attribute__((noinline)) static void capture_from(struct us_site *site, int max_depth, bool python,
                                                    const void *caller)
 {
-    void *buf[US_SITE_MAX_FRAMES + SELF_SLACK + NESTED_SLACK + 3];
+    void *buf[US_SITE_MAX_FRAMES + SELF_SLACK + 3];
     if (max_depth < 1)
         max_depth = 1;
     if (max_depth > US_SITE_MAX_FRAMES)
         max_depth = US_SITE_MAX_FRAMES;
     pthread_once(&unwinder_once, unwinder_init);
-    int n = unwinder(buf, max_depth + slack + 3);
+    int n = unwinder(buf, max_depth + SELF_SLACK + 3);
     uintptr_t lo, hi;
     us_callsite_self_range(&lo, &hi);
     /* buf[0] is this function, buf[1] us_site_capture (absent after a tail
@@ -215,14 +212,7 @@ __attribute__((noinline)) static void capture_from(struct us_site *site, int max
 __attribute__((noinline)) void us_site_capture(struct us_site *site)
 {
     const struct us_config *cfg = us_config();
-    capture_from(site, (int)cfg->callsite_depth, SELF_SLACK, cfg->python_frames, __builtin_return_address(0));
-}
-
-__attribute__((noinline)) void us_site_capture_nested(struct us_site *site)
-{
-    const struct us_config *cfg = us_config();
-    capture_from(site, (int)cfg->callsite_depth, SELF_SLACK + NESTED_SLACK, cfg->python_frames,
-                 __builtin_return_address(0));
+    capture_from(site, (int)cfg->callsite_depth, cfg->python_frames, __builtin_return_address(0));
 }
 
 void us_callsite_prepare(void)

@@ -39,11 +39,6 @@ struct us_site {
  * and they can be read safely. */
 void us_site_capture(struct us_site *site);
 
-/* As us_site_capture, from deeper inside the shim: a capture made while a
- * pipeline waits for the GPU (chain.c), whose walk passes the pipeline's
- * frames before it reaches the program's. The site is the same. */
-void us_site_capture_nested(struct us_site *site);
-
 /* Does the one-time work of the first capture now: the shim's own code
  * range, the Python API look-up, the unwinder's loading. */
 void us_callsite_prepare(void);

@@ -38,31 +38,10 @@ static int setup_warm(void **state)
     return 0;
 }
 
-/* What the meanwhile work saw when it ran (test_d2h_meanwhile_*). */
-static struct {
-    unsigned runs, copies_issued, waits;
-} seen;
-
-static void note_meanwhile(void *arg)
-{
-    (void)arg;
-    seen.runs++;
-    seen.copies_issued = fake_cuda_count(FAKE_cudaMemcpyAsync);
-    seen.waits = fake_cuda_host_waits();
-}
-
-static const struct us_meanwhile noting = {.fn = note_meanwhile, .arg = NULL};
-static const struct us_meanwhile *meanwhile;
-
-static bool d2h(const struct us_copy *c, const struct us_ctx *home, cudaError_t *result)
-{
-    return us_pipeline_d2h(c, home, meanwhile, result);
-}
-
 /* src+3 (device 0) -> dst+5 (pageable), checked (fake_cuda_copy_checked). */
 static bool d2h_checked(int api, size_t bytes, cudaStream_t stream, cudaError_t *result)
 {
-    return fake_cuda_copy_checked(d2h, api, bytes, stream, 0, -1, result);
+    return fake_cuda_copy_checked(us_pipeline_d2h, api, bytes, stream, 0, -1, result);
 }
 
 static void test_d2h_data_every_size_class(void **state)
@@ -104,31 +83,42 @@ static void test_d2h_default_waits_per_chunk_with_slots_in_flight(void **state)
     assert_int_equal(fake_cuda_count(FAKE_cudaEventSynchronize), waits + 10);
 }
 
-/* The caller's meanwhile work (chain.c: the finding's call site) runs once,
- * with the first chunks issued and before any wait; not at all when the
- * pipeline declines or its first chunk is refused (the caller goes native). */
-static void test_d2h_meanwhile_runs_once_between_issue_and_wait(void **state)
+/* In two steps (chain.c takes the call site between them): the start issues
+ * the first chunks, one per slot, and waits for none; the finish waits,
+ * issues the rest and returns with the data in place. A start that declines,
+ * or whose first chunk is refused, leaves nothing issued and nothing held. */
+static void test_d2h_start_issues_and_finish_waits(void **state)
 {
     (void)state;
     cudaStream_t s = fake_cuda_user_stream(0);
-    cudaError_t result;
-    meanwhile = &noting;
-    seen.runs = 0;
-    assert_true(d2h_checked(US_API_MEMCPY_ASYNC, 10 * SLOT, s, &result));
-    assert_int_equal(result, cudaSuccess);
-    assert_int_equal(seen.runs, 1);
-    assert_int_equal(seen.copies_issued, 4); /* the slots' worth, queued */
-    assert_int_equal(seen.waits, 0);
+    const size_t bytes = 10 * SLOT;
+    unsigned char *src = malloc(bytes), *dst = calloc(1, bytes);
+    assert_non_null(src);
+    assert_non_null(dst);
+    fake_cuda_fill(src, bytes, 3);
+    struct us_copy c;
+    fake_cuda_copy(&c, US_API_MEMCPY_ASYNC, dst, -1, src, 0, bytes, s);
+    struct us_d2h_run run;
+    assert_true(us_pipeline_d2h_start(&c, us_context_this(), &run));
+    assert_int_equal(fake_cuda_count(FAKE_cudaMemcpyAsync), 4); /* the slots' worth */
+    assert_int_equal(fake_cuda_host_waits(), 0);
+    assert_int_equal(us_pipeline_d2h_finish(&run), cudaSuccess);
+    assert_int_equal(fake_cuda_count(FAKE_cudaMemcpyAsync), 10);
     assert_int_equal(fake_cuda_count(FAKE_cudaEventSynchronize), 10);
+    assert_true(fake_cuda_check(dst, bytes, 3));
+    assert_int_equal(us_staging_pinned_bytes() > 0, true);
 
-    seen.runs = 0;
-    fake_cuda_fail(FAKE_cudaMemcpyAsync, 1, 1, cudaErrorInvalidValue);
-    assert_false(d2h_checked(US_API_MEMCPY_ASYNC, 2 * SLOT, s, &result));
+    fake_cuda_fail(FAKE_cudaMemcpyAsync, 1, 1, cudaErrorInvalidValue); /* the next start's first chunk */
+    assert_false(us_pipeline_d2h_start(&c, us_context_this(), &run));
     fake_cuda.capture = cudaStreamCaptureStatusActive;
-    assert_false(d2h_checked(US_API_MEMCPY_ASYNC, SLOT, s, &result));
+    assert_false(us_pipeline_d2h_start(&c, us_context_this(), &run));
     fake_cuda.capture = cudaStreamCaptureStatusNone;
-    assert_int_equal(seen.runs, 0);
-    meanwhile = NULL;
+    /* nothing held: a copy wanting every slot still gets them all */
+    assert_true(us_pipeline_d2h_start(&c, us_context_this(), &run));
+    assert_int_equal(run.s.n, 4);
+    assert_int_equal(us_pipeline_d2h_finish(&run), cudaSuccess);
+    free(src);
+    free(dst);
 }
 
 /* A slot larger than the copy's own (the pool's first slots are pinned
@@ -248,7 +238,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_d2h_data_every_size_class, setup, fake_cuda_teardown),
         cmocka_unit_test_setup_teardown(test_d2h_default_waits_per_chunk_with_slots_in_flight, setup_warm, fake_cuda_teardown),
-        cmocka_unit_test_setup_teardown(test_d2h_meanwhile_runs_once_between_issue_and_wait, setup_warm, fake_cuda_teardown),
+        cmocka_unit_test_setup_teardown(test_d2h_start_issues_and_finish_waits, setup_warm, fake_cuda_teardown),
         cmocka_unit_test_setup_teardown(test_d2h_larger_slot_carries_the_copys_own_pieces, setup, fake_cuda_teardown),
         cmocka_unit_test_setup_teardown(test_d2h_capture_and_invalid_stream_decline, setup, fake_cuda_teardown),
         cmocka_unit_test_setup_teardown(test_d2h_no_pinned_memory_declines, setup, fake_cuda_teardown),
