@@ -1,7 +1,10 @@
 #!/bin/sh
 # A process's first copies (tools/bench/firstcall.c), natively and under the
 # shim, in PROCS processes each, interleaved so that both see the same machine
-# state; prints the median and the worst of each call over the processes.
+# state, in an order that turns each round (no variant always runs right
+# after the same other one: a process's first copies differed by 10-15 us
+# with the process that ran before it); prints the median and the worst of
+# each call over the processes.
 #
 # Usage: tools/bench/firstcall.sh [BUILD_DIR] [PROCS]   (default build, 15)
 # Environment: FIRSTCALL_VARIANTS: extra shim runs, each a space-free list of
@@ -26,16 +29,22 @@ ${CC:-gcc} -std=c11 -D_GNU_SOURCE -O2 -Wall -Wextra -Werror -I"$cuda/include" "$
 out=$(mktemp -d)
 variants="native shim"
 for v in ${FIRSTCALL_VARIANTS:-}; do variants="$variants $v"; done
+count=$(echo $variants | wc -w)
 i=0
 while [ $i -lt "$procs" ]; do
-    k=0
-    for v in $variants; do
-        k=$((k + 1)) # the variant's file: its position (a variant may hold a path)
+    # round i starts at variant i % count and goes round, forwards in even
+    # sweeps of `count` rounds and backwards in odd ones
+    j=0
+    while [ $j -lt "$count" ]; do
+        if [ $(( i / count % 2 )) -eq 0 ]; then step=$j; else step=$(( count - j )); fi
+        k=$(( (i + step) % count + 1 )) # the variant's file: its position (a variant may hold a path)
+        v=$(echo $variants | cut -d' ' -f$k)
         case $v in
         native) "$bin" >>"$out/$k" || exit 1 ;;
         shim) LD_PRELOAD="$shim" UNSTALL_REPORT=/dev/null "$bin" >>"$out/$k" 2>/dev/null || exit 1 ;;
         *) env LD_PRELOAD="$shim" UNSTALL_REPORT=/dev/null $(echo "$v" | tr ',' ' ') "$bin" >>"$out/$k" 2>/dev/null || exit 1 ;;
         esac
+        j=$((j + 1))
     done
     i=$((i + 1))
 done

@@ -4,7 +4,7 @@
 # call of each row; no warm-up). Each direction runs in a process of its
 # own, so that its first row holds the process's first copy, and each
 # process is run SMALLCOPY_ROUNDS times, native, shim and a control (the shim
-# loaded and disabled) taking turns, in an order that turns each round.
+# loaded and disabled) taking turns, in an order that changes each round.
 #
 # Usage: tools/bench/smallcopy.sh [BUILD_DIR] [MAX_BYTES]
 # On a machine without a GPU it runs over the simulated runtime
@@ -64,11 +64,15 @@ run_variant() { # variant op min max
 run_rounds() { # rounds min max
     round=0
     while [ $round -lt "$1" ]; do
-        # the order turns each round, so that no variant always runs first
-        case $((round % 3)) in
+        # the order changes each round, so that no variant always runs first
+        # or right after the same other one
+        case $((round % 6)) in
         0) order="native shim control" ;;
-        1) order="shim control native" ;;
-        *) order="control native shim" ;;
+        1) order="control shim native" ;;
+        2) order="shim control native" ;;
+        3) order="native control shim" ;;
+        4) order="control native shim" ;;
+        *) order="shim native control" ;;
         esac
         for op in h2d d2h d2h_async h2d_async; do
             for v in $order; do
