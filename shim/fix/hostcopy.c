@@ -194,31 +194,18 @@ void us_hostcopy_start(void)
         (void)ensure_workers(threads - 1);
 }
 
-/* One thread for each copy_thread_min bytes: a helper is worth its wake-up
- * only for that much work. On an H200 host (a VM, where a wake-up is slow) a
- * 4 MiB pageable H2D took 441-476 us with its copy cut for 8 threads,
- * 235-285 with 4 and 298-304 with 2 (native 281-307); 2 MiB 134-146 with 2
- * (native 142-148; docs/performance.md, session 25). */
-unsigned us_hostcopy_threads_for(size_t bytes)
-{
-    const struct us_config *cfg = us_config();
-    if (bytes < 2 * (size_t)HC_MIN_PART)
-        return 1;
-    size_t threads = bytes / cfg->copy_thread_min;
-    return threads < cfg->copy_threads ? (threads > 0 ? (unsigned)threads : 1) : cfg->copy_threads;
-}
-
 void us_hostcopy(void *dst, const void *src, size_t bytes)
 {
     if (bytes == 0)
         return;
     const struct us_config *cfg = us_config();
-    unsigned threads = us_hostcopy_threads_for(bytes);
-    if (threads <= 1 || atomic_load(&in_child)) {
+    unsigned threads = cfg->copy_threads;
+    if (bytes < cfg->copy_thread_min || threads <= 1 || bytes < 2 * (size_t)HC_MIN_PART ||
+        atomic_load(&in_child)) {
         memcpy(dst, src, bytes);
         return;
     }
-    unsigned helpers = ensure_workers(cfg->copy_threads - 1);
+    unsigned helpers = ensure_workers(threads - 1);
     if (helpers == 0) {
         memcpy(dst, src, bytes);
         return;
@@ -244,13 +231,10 @@ void us_hostcopy(void *dst, const void *src, size_t bytes)
     while (*tail != NULL)
         tail = &(*tail)->queue_next;
     *tail = &job;
-    /* the helpers the copy's size is worth, no more: the parts beyond them
-     * go to whoever is free first, the caller included */
-    unsigned wake = threads - 1 < job.nparts - 1 ? threads - 1 : job.nparts - 1;
-    if (wake >= helpers)
+    if (job.nparts - 1 >= helpers)
         pthread_cond_broadcast(&pool.work);
     else
-        for (unsigned i = 0; i < wake; i++)
+        for (unsigned i = 0; i + 1 < job.nparts; i++)
             pthread_cond_signal(&pool.work);
     unsigned idx;
     while (claim_locked(&job, &idx)) {

@@ -2,11 +2,10 @@
  * copies between pageable memory and pinned slots (design.md: 1 thread
  * 11 GB/s, 8 threads 33 GB/s on the test machine).
  *
- * A copy of at least twice option copy_thread_min bytes is split into parts
- * that the calling thread and worker threads of a pool copy together, one
- * thread for each copy_thread_min bytes; option copy_threads caps the
- * threads on one copy, the caller included (1: the caller alone, no pool).
- * Smaller copies are a plain memcpy on the caller.
+ * A copy of at least option copy_thread_min bytes is split into parts that
+ * the calling thread and a pool of worker threads copy together; option
+ * copy_threads counts every thread on one copy, the caller included (1: the
+ * caller alone, no pool). Smaller copies are a plain memcpy on the caller.
  *
  * The pool starts on the first large copy, or earlier with us_hostcopy_start
  * (after the program's first device allocation: us_copy_warm). Its threads are detached and block
@@ -47,10 +46,6 @@ bool us_hostcopy_advise_fresh(void *dst, size_t bytes);
  * slots pinned ahead and the threads not, 0.31-0.37 with both; native
  * 0.22-0.29). */
 void us_hostcopy_start(void);
-
-/* The threads a copy of `bytes` takes, the caller included (1: a plain
- * memcpy), before the pool's size caps them. */
-unsigned us_hostcopy_threads_for(size_t bytes);
 
 /* Worker threads running now (tests). 0 before the first large copy. */
 unsigned us_hostcopy_workers(void);

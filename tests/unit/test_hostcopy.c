@@ -159,27 +159,6 @@ static void test_hostcopy_below_min_stays_on_caller(void **state)
     assert_int_equal(us_hostcopy_workers(), before);
 }
 
-/* One thread for each copy_thread_min bytes, up to copy_threads: a copy
- * below twice the minimum stays on the caller, 4 MiB takes 4 threads with
- * the default 1 MiB, the largest copies copy_threads. */
-static void test_hostcopy_threads_follow_the_size(void **state)
-{
-    (void)state;
-    set_threads(8, 1u << 20);
-    assert_int_equal(us_hostcopy_threads_for(4096), 1);
-    assert_int_equal(us_hostcopy_threads_for((1u << 20) - 1), 1);
-    assert_int_equal(us_hostcopy_threads_for((2u << 20) - 1), 1);
-    assert_int_equal(us_hostcopy_threads_for(2u << 20), 2);
-    assert_int_equal(us_hostcopy_threads_for(4u << 20), 4);
-    assert_int_equal(us_hostcopy_threads_for(8u << 20), 8);
-    assert_int_equal(us_hostcopy_threads_for(256u << 20), 8);
-    set_threads(1, 1u << 20);
-    assert_int_equal(us_hostcopy_threads_for(256u << 20), 1);
-    set_threads(8, 1u << 20);
-    check_copy((4u << 20) + 5, 1, 2, 11); /* and the bytes arrive */
-    check_copy((2u << 20) - 3, 0, 7, 12);
-}
-
 static void test_hostcopy_many_threads(void **state)
 {
     (void)state;
@@ -352,7 +331,6 @@ int main(void)
         T(test_hostcopy_pool),
         T(test_hostcopy_fresh_destination),
         T(test_hostcopy_below_min_stays_on_caller),
-        T(test_hostcopy_threads_follow_the_size),
         T(test_hostcopy_many_threads),
         T(test_hostcopy_concurrent_callers),
         T(test_hostcopy_after_fork),
