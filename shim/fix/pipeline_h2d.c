@@ -28,17 +28,33 @@
  * with the pool as it grew: 12.1 ms against 34.3 natively on an H100).
  *
  * cudaMemcpy (synchronous): the same, then the host waits for the last
- * chunk's event, so the call returns when the copy is done, as native does. */
+ * chunk's event, so the call returns when the copy is done, as native does.
+ *
+ * A copy of up to h2d_idle_native_bytes whose stream has no work queued goes
+ * native: the stall it is rewritten for is the wait for that work, and on an
+ * idle GPU the driver's own staging was as fast or faster at those sizes
+ * (option h2d_idle_native_bytes says what was measured). */
 #include "pipeline.h"
 
+#include "config.h"
 #include "hostcopy.h"
+#include "log.h"
 #include "pipeline_common.h"
+
+static int logged_idle_native;
 
 bool us_pipeline_h2d(const struct us_copy *c, const struct us_ctx *home, cudaError_t *result)
 {
     struct us_pipe p;
     if (!us_pipe_begin(&p, c, home))
         return false;
+    if (c->bytes <= us_config()->h2d_idle_native_bytes && us_pipe_stream_idle(&p)) {
+        us_log_once(&logged_idle_native, US_LOG_INFO,
+                    "a pageable H2D of up to h2d_idle_native_bytes on a stream with no work queued went native: "
+                    "the driver waits for nothing then, and is as fast");
+        us_pipe_end(&p, NULL, -1);
+        return false;
+    }
     const struct us_real_api *real = p.real;
     unsigned cap = us_pipe_claim_cap();
     struct us_pipe_slots s;

@@ -37,8 +37,9 @@ SIZE_2D = 2 * 4096 * 64
 # among these; devices: these must be among the ids seen; also: other rules
 # the situation fires by design. xfail: a known shim problem (why).
 FIRE = {
-    # 4 MiB >= h2d_min_bytes, the process's first: fixed through the slots
-    # the first cudaMalloc pinned (warm_pinned, docs/pipelines.md); 4 KiB: native
+    # 4 MiB >= h2d_min_bytes behind a kernel, the process's first: fixed
+    # through the slots the first cudaMalloc pinned (warm_pinned,
+    # docs/pipelines.md); 4 KiB: native
     'pageable_h2d': dict(rule='pageable_h2d', count=2, apis={'cudaMemcpyAsync'}, bytes=BIG + SMALL_H2D,
                          fixed=1, observed=1, streams={'user'}),
     'pageable_d2h': dict(rule='pageable_d2h', count=2, apis={'cudaMemcpyAsync'}, bytes=BIG + TINY_D2H,

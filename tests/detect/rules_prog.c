@@ -207,16 +207,19 @@ static void need_two_devices(void)
  * here to keep -Wmissing-prototypes quiet should it be turned on. */
 #define SITUATION(name) void name(void); void name(void)
 
-/* pageable_h2d: a pageable source above h2d_min_bytes (the process's first:
- * fixed through the slots the first cudaMalloc pinned, docs/pipelines.md) and
- * one below it (native: observed), the second with cudaMemcpyDefault (the
- * path comes from the pointers, not from kind). */
+/* pageable_h2d: a pageable source above h2d_min_bytes behind a kernel, case
+ * B's stall (the process's first: fixed through the slots the first
+ * cudaMalloc pinned, docs/pipelines.md; on an idle stream a copy of up to
+ * h2d_idle_native_bytes goes native), and one below it (native: observed),
+ * the second with cudaMemcpyDefault (the path comes from the pointers, not
+ * from kind). */
 SITUATION(fire_pageable_h2d)
 {
     cudaStream_t s = nb_stream();
     unsigned char *host = pageable_alloc(BIG);
     pattern(host, BIG, 1);
-    void *dev = dev_alloc(BIG), *dev_small = dev_alloc(SMALL_H2D);
+    void *dev = dev_alloc(BIG), *dev_small = dev_alloc(SMALL_H2D), *busy = dev_alloc(SMALL_H2D);
+    launch_fill(busy, SMALL_H2D, 0, 2000, s);
     CK(cudaMemcpyAsync(dev, host, BIG, cudaMemcpyHostToDevice, s));
     CK(cudaMemcpyAsync(dev_small, host, SMALL_H2D, cudaMemcpyDefault, s));
     expect_pattern(download(dev, BIG, s), BIG, 1, "pageable H2D");

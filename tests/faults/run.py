@@ -72,7 +72,8 @@ def run(prog, lib, extra, deferred=False):
     env.update(LD_LIBRARY_PATH=os.path.join(BUILD, 'fakecuda'), LD_PRELOAD=preload,
                FAKECUDA_DEVICES='2', FAKECUDA_TIME_SCALE='0.1',
                UNSTALL_CHUNK_BYTES='256k', UNSTALL_SLOTS='4', UNSTALL_PEER_MIN_BYTES='0',
-               UNSTALL_H2D_MIN_BYTES='0', UNSTALL_D2H_MIN_BYTES='0', UNSTALL_LOG_LEVEL='warn')
+               UNSTALL_H2D_MIN_BYTES='0', UNSTALL_H2D_IDLE_NATIVE_BYTES='0', UNSTALL_D2H_MIN_BYTES='0',
+               UNSTALL_LOG_LEVEL='warn')
     if deferred:
         env['UNSTALL_D2H_DEFERRED'] = '1'
     env.update(extra)

@@ -12,6 +12,7 @@
 
 #include "summary.h"
 
+#include "config.h"
 #include "copy.h"
 #include "fake_cuda.h"
 #include "grower.h"
@@ -19,6 +20,7 @@
 #include "pipeline.h"
 #include "real.h"
 #include "staging.h"
+#include "streams.h"
 
 #define SLOT (64u << 10)
 
@@ -210,6 +212,32 @@ static void test_h2d_runtime_without_a_rewrite_function_declines(void **state)
     assert_int_equal(fake_cuda_count(FAKE_cudaMemcpyAsync), 0);
 }
 
+/* Up to h2d_idle_native_bytes, a copy whose stream has no work queued goes
+ * native (the stall it is rewritten for is the wait for that work), once
+ * logged; behind queued work, or above the size, it is rewritten. */
+static void test_h2d_idle_stream_native_up_to_the_option(void **state)
+{
+    (void)state;
+    struct us_config cfg = *us_config();
+    cfg.h2d_idle_native_bytes = 4 * SLOT;
+    us_config_set(&cfg);
+    cudaStream_t s = fake_cuda_user_stream(0);
+    us_streams_note_created(s, 0, false);
+    cudaError_t result = cudaErrorUnknown;
+    assert_false(h2d_checked(US_API_MEMCPY_ASYNC, 4 * SLOT, s, &result));
+    assert_false(h2d_checked(US_API_MEMCPY, SLOT, s, &result));
+    assert_int_equal(fake_cuda_count(FAKE_cudaMemcpyAsync), 0);
+    assert_true(fake_cuda_count(FAKE_cudaStreamQuery) >= 2);
+    assert_int_equal(fake_cuda_log_count("on a stream with no work queued went native"), 1);
+    assert_true(h2d_checked(US_API_MEMCPY_ASYNC, 4 * SLOT + 1, s, &result)); /* above: rewritten */
+    assert_int_equal(result, cudaSuccess);
+    fake_cuda.streams_busy = true; /* behind queued work: rewritten */
+    assert_true(h2d_checked(US_API_MEMCPY_ASYNC, SLOT, s, &result));
+    assert_int_equal(result, cudaSuccess);
+    fake_cuda.streams_busy = false;
+    us_streams_reset();
+}
+
 static void test_h2d_error_mid_pipeline_is_returned(void **state)
 {
     (void)state;
@@ -236,6 +264,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_h2d_data_every_size_class, setup, fake_cuda_teardown),
+        cmocka_unit_test_setup_teardown(test_h2d_idle_stream_native_up_to_the_option, setup_warm, fake_cuda_teardown),
         cmocka_unit_test_setup_teardown(test_h2d_chunks_on_the_user_stream_without_host_wait, setup_warm, fake_cuda_teardown),
         cmocka_unit_test_setup_teardown(test_h2d_events_on_the_streams_device, setup, fake_cuda_teardown),
         cmocka_unit_test_setup_teardown(test_h2d_larger_than_its_slots_waits_for_its_own_chunks, setup_warm, fake_cuda_teardown),
