@@ -28,9 +28,9 @@
  * call (an asynchronous one's transfer runs meanwhile), or between the D2H
  * pipeline's start and finish, while its first chunk is on the GPU, so that
  * the walk overlaps the GPU's work instead of adding to the caller's time.
- * Always from this file's frames: a walk through frames it has not met
- * before costs the unwinder microseconds the first time (a capture made from
- * inside the pipeline made a process's first D2H 7 us slower on an H200). */
+ * Always from this file's frames, so that the walk meets the frames a capture
+ * before the copy met: the unwinder reads a frame's tables the first time it
+ * meets its address. */
 struct copy_site {
     struct us_site site;
     bool taken;
