@@ -231,6 +231,27 @@ static void test_chain_strict_mode_classifies_before_the_call(void **state)
     assert_int_equal(at_query, 0);
 }
 
+/* The first device allocation's warm-up (us_copy_warm) asks the runtime's
+ * pointer query of host memory, whose first calls are slow, so that the
+ * program's first copies do not. */
+static unsigned pointer_queries;
+
+static cudaError_t pointer_attributes_counting(struct cudaPointerAttributes *attr, const void *ptr)
+{
+    pointer_queries++;
+    return pointer_attributes(attr, ptr);
+}
+
+static void test_chain_warm_asks_the_pointer_query(void **state)
+{
+    (void)state;
+    with_attributes.cudaPointerGetAttributes = pointer_attributes_counting;
+    pointer_queries = 0;
+    us_copy_warm();
+    assert_true(pointer_queries >= 2); /* a heap and a stack address */
+    with_attributes.cudaPointerGetAttributes = pointer_attributes;
+}
+
 /* A driver copy's native call goes to the function the driver layer
  * identified, with the driver's arguments. */
 static CUdeviceptr driver_dst;
@@ -276,6 +297,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_chain_native_call_passes_the_layer_below_through, setup, teardown),
         cmocka_unit_test_setup_teardown(test_chain_driver_copy_native_call, setup, teardown),
         cmocka_unit_test_setup_teardown(test_chain_small_pageable_h2d_native_first_then_classified, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_chain_warm_asks_the_pointer_query, setup, teardown),
         cmocka_unit_test_setup_teardown(test_chain_strict_mode_classifies_before_the_call, setup, teardown),
     };
     return US_RUN_TESTS("test_chain", tests, NULL, NULL);
