@@ -110,11 +110,10 @@ static cudaError_t copy_run(struct us_copy *c);
 /* The runtime's first pointer queries of host memory cost microseconds
  * (session 22: 8-9 us): asked here, of a heap and a stack address, inside the
  * program's first device allocation rather than in its first copies. On an
- * H200 host (20 processes each, the order turning, performance.md session
- * 25) a process's first 4 B pageable H2D took 57.3 us against 66.7 without,
- * its first 4 B D2H 36.4 against 42.0, its first 1 MiB H2D 146.8 against
- * 174.2 (native 19.8, 24.5, 151.4). Session 22 had seen no difference, from
- * runs in a fixed order, which alone moved first copies by 10-15 us. */
+ * H200 host (15-20 processes each, the order turning, three runs,
+ * performance.md session 25) a process's first 4 B pageable H2D took 3-9 us
+ * less, its first 4 B D2H 0-6 us less. Session 22 had seen no difference,
+ * from runs in a fixed order, which alone moved first copies by 10-15 us. */
 static void warm_pointer_query(void)
 {
     const struct us_real_api *real = us_real();
