@@ -169,6 +169,15 @@ cudaError_t us_copy_run(struct us_copy *c)
     return result;
 }
 
+/* The copy's path, then its rules and action (with the one fact policy asks
+ * beyond the classification). */
+static void classify_and_decide(struct us_copy *c, const struct us_config *cfg, struct us_decision *decision)
+{
+    us_classify_copy(c);
+    struct us_call_facts facts = { .legacy_with_blocking = us_legacy_contended(c->stream_kind) };
+    us_policy_decide(c, cfg, &facts, decision);
+}
+
 /* The findings of one copy, at its call site; `engine`: the busy engine's
  * measurement (busy_engine_d2d), zero for any other copy. */
 static void record_findings(const struct us_copy *c, const struct us_decision *decision,
@@ -219,10 +228,8 @@ static cudaError_t native_then_classify(struct us_copy *c, const struct us_confi
     cudaError_t result = us_copy_native(c);
     uint64_t end = us_now_ns();
     us_state_leave();
-    us_classify_copy(c);
-    struct us_call_facts facts = { .legacy_with_blocking = us_legacy_contended(c->stream_kind) };
     struct us_decision decision;
-    us_policy_decide(c, cfg, &facts, &decision);
+    classify_and_decide(c, cfg, &decision);
     if (decision.rule_count > 0) {
         struct copy_site site = {.taken = false};
         struct us_engine_call no_engine = {0};
@@ -238,11 +245,9 @@ static cudaError_t copy_run(struct us_copy *c)
     const struct us_config *cfg = us_config();
     if (cfg->mode != US_MODE_STRICT && us_policy_native_by_kind(c, cfg) && us_classify_host_unknown(c))
         return native_then_classify(c, cfg);
-    us_classify_copy(c);
-    struct us_call_facts facts = { .legacy_with_blocking = us_legacy_contended(c->stream_kind) };
     bool wanted = us_findings_wanted();
     struct us_decision decision;
-    us_policy_decide(c, cfg, &facts, &decision);
+    classify_and_decide(c, cfg, &decision);
 
     /* case D: whether this stream's same-device copies start late is
      * measured (a timed copy now and then); a late one found now is
