@@ -54,12 +54,18 @@ static void events_prepare(void)
         events = ring_map(EVENTS_MAX, sizeof *events);
 }
 
+/* Under span_lock. */
+static void spans_prepare_locked(void)
+{
+    if (spans == NULL)
+        spans = ring_map(SPANS_MAX, sizeof *spans);
+}
+
 void us_findings_rings_prepare(void)
 {
     events_prepare();
     pthread_mutex_lock(&span_lock);
-    if (spans == NULL)
-        spans = ring_map(SPANS_MAX, sizeof *spans);
+    spans_prepare_locked();
     pthread_mutex_unlock(&span_lock);
 }
 
@@ -96,8 +102,7 @@ void us_findings_span(const char *name, int device, uint64_t start_ns, uint64_t 
         return;
     int tid = us_findings_thread_id();
     pthread_mutex_lock(&span_lock);
-    if (spans == NULL)
-        spans = ring_map(SPANS_MAX, sizeof *spans);
+    spans_prepare_locked();
     if (spans != NULL) {
         struct us_report_span *s = &spans[span_total % SPANS_MAX];
         s->name = name != NULL ? name : "span";
