@@ -7,19 +7,32 @@ static void add_rule(struct us_decision *d, enum us_rule_id rule)
         d->rules[d->rule_count++] = rule;
 }
 
+/* Whether a pageable H2D of this size and API is rewritten: from
+ * h2d_min_bytes, and a synchronous one (cudaMemcpy) only above
+ * h2d_idle_native_bytes. Rewritten, a synchronous copy waits for the
+ * stream's earlier work all the same (its transfer follows that work): at
+ * these sizes the rewrite spares it nothing, and was slower on an idle H200
+ * (option h2d_idle_native_bytes; an asynchronous one is decided in
+ * pipeline_h2d.c, where the stream can be asked whether it is idle). */
+static bool h2d_rewritten(const struct us_copy *c, const struct us_config *cfg)
+{
+    return cfg->fix && cfg->fix_h2d && c->bytes >= cfg->h2d_min_bytes &&
+           !(us_copy_is_sync(c) && c->bytes <= cfg->h2d_idle_native_bytes);
+}
+
+static bool d2h_rewritten(const struct us_copy *c, const struct us_config *cfg)
+{
+    return cfg->fix && cfg->fix_d2h && c->bytes >= cfg->d2h_min_bytes;
+}
+
 static enum us_action rewrite_for(const struct us_copy *c, const struct us_config *cfg)
 {
-    if (!cfg->fix)
-        return US_ACT_NATIVE;
     switch (c->path) {
     case US_PATH_D2D_STAGED:
-        return cfg->fix_peer && c->bytes >= cfg->peer_min_bytes ? US_ACT_PEER : US_ACT_NATIVE;
-    case US_PATH_H2D_PAGEABLE:
-        return cfg->fix_h2d && c->bytes >= cfg->h2d_min_bytes ? US_ACT_H2D : US_ACT_NATIVE;
-    case US_PATH_D2H_PAGEABLE:
-        return cfg->fix_d2h && c->bytes >= cfg->d2h_min_bytes ? US_ACT_D2H : US_ACT_NATIVE;
-    default:
-        return US_ACT_NATIVE;
+        return cfg->fix && cfg->fix_peer && c->bytes >= cfg->peer_min_bytes ? US_ACT_PEER : US_ACT_NATIVE;
+    case US_PATH_H2D_PAGEABLE: return h2d_rewritten(c, cfg) ? US_ACT_H2D : US_ACT_NATIVE;
+    case US_PATH_D2H_PAGEABLE: return d2h_rewritten(c, cfg) ? US_ACT_D2H : US_ACT_NATIVE;
+    default: return US_ACT_NATIVE;
     }
 }
 
@@ -28,8 +41,8 @@ bool us_policy_native_by_kind(const struct us_copy *c, const struct us_config *c
     if (us_copy_is_peer(c))
         return false;
     switch (c->kind) {
-    case cudaMemcpyHostToDevice: return !cfg->fix || !cfg->fix_h2d || c->bytes < cfg->h2d_min_bytes;
-    case cudaMemcpyDeviceToHost: return !cfg->fix || !cfg->fix_d2h || c->bytes < cfg->d2h_min_bytes;
+    case cudaMemcpyHostToDevice: return !h2d_rewritten(c, cfg);
+    case cudaMemcpyDeviceToHost: return !d2h_rewritten(c, cfg);
     case cudaMemcpyHostToHost: return true;
     default: return false;
     }

@@ -30,15 +30,15 @@
  * cudaMemcpy (synchronous): the same, then the host waits for the last
  * chunk's event, so the call returns when the copy is done, as native does.
  *
- * A copy of up to h2d_idle_native_bytes goes native when it is synchronous
- * or its stream has no work queued. The stall an asynchronous copy is
- * rewritten for is the wait for queued work; a synchronous one waits for that
- * work rewritten too (its transfer follows it in stream order), and the stream
- * is seldom idle right after one: a native synchronous pageable H2D returns
- * before its last transfer ends, so with the idle check alone every other
- * copy of a loop was rewritten (299 of 600 on an H200). On an idle GPU the
- * driver's own staging was as fast or faster at these sizes (option
- * h2d_idle_native_bytes says what was measured). */
+ * A copy of up to h2d_idle_native_bytes goes native when its stream has no
+ * work queued: the stall it is rewritten for is the wait for queued work, and
+ * on an idle GPU the driver's own staging was as fast or faster at these
+ * sizes (option h2d_idle_native_bytes says what was measured). A synchronous
+ * one of that size never comes here (policy.c): it waits for that work
+ * rewritten too, and the stream is seldom idle right after one, since a
+ * native synchronous pageable H2D returns before its last transfer ends (with
+ * the idle check alone every other copy of a loop was rewritten, 299 of 600
+ * on an H200). */
 #include "pipeline.h"
 
 #include "config.h"
@@ -53,10 +53,10 @@ bool us_pipeline_h2d(const struct us_copy *c, const struct us_ctx *home, cudaErr
     struct us_pipe p;
     if (!us_pipe_begin(&p, c, home))
         return false;
-    if (c->bytes <= us_config()->h2d_idle_native_bytes && (us_copy_is_sync(c) || us_pipe_stream_idle(&p))) {
+    if (c->bytes <= us_config()->h2d_idle_native_bytes && us_pipe_stream_idle(&p)) {
         us_log_once(&logged_idle_native, US_LOG_INFO,
-                    "a pageable H2D of up to h2d_idle_native_bytes, synchronous or on a stream with no work queued, "
-                    "went native: it waits for nothing the rewrite would spare it, and the driver is as fast");
+                    "a pageable H2D of up to h2d_idle_native_bytes on a stream with no work queued went native: "
+                    "the driver waits for nothing then, and is as fast");
         us_pipe_end(&p, NULL, -1);
         return false;
     }

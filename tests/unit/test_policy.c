@@ -164,11 +164,14 @@ static void test_policy_native_by_kind_only_where_every_path_is_native(void **st
         default: break;
         }
         const size_t sizes[] = {0, 1, 4096, cfg.h2d_min_bytes - 1, cfg.h2d_min_bytes, cfg.h2d_min_bytes + 1,
-                                cfg.d2h_min_bytes, cfg.d2h_min_bytes + 1, (size_t)1 << 30};
+                                cfg.h2d_idle_native_bytes, cfg.h2d_idle_native_bytes + 1, cfg.d2h_min_bytes,
+                                cfg.d2h_min_bytes + 1, (size_t)1 << 30};
         bool some_native = false, some_not = false;
+        static const enum us_copy_api apis[] = {US_API_MEMCPY_ASYNC, US_API_MEMCPY};
+        for (size_t a = 0; a < sizeof apis / sizeof apis[0]; a++)
         for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
             for (size_t z = 0; z < sizeof sizes / sizeof sizes[0]; z++) {
-                struct us_copy c = copy_of(US_PATH_UNKNOWN, US_API_MEMCPY_ASYNC, sizes[z]);
+                struct us_copy c = copy_of(US_PATH_UNKNOWN, apis[a], sizes[z]);
                 c.kind = kinds[k].kind;
                 bool native = us_policy_native_by_kind(&c, &cfg);
                 some_native |= native;
@@ -199,11 +202,37 @@ static void test_policy_native_by_kind_only_where_every_path_is_native(void **st
     assert_false(us_policy_native_by_kind(&c, &cfg));
 }
 
+/* From h2d_min_bytes up to h2d_idle_native_bytes a synchronous pageable H2D
+ * (cudaMemcpy) stays native whatever its stream: rewritten it would wait for
+ * the stream's earlier work all the same. An asynchronous one is rewritten
+ * here (the pipeline sends it native on an idle stream), and above the size
+ * both are. */
+static void test_policy_sync_h2d_native_up_to_idle_native_bytes(void **state)
+{
+    (void)state;
+    struct us_config cfg = default_config();
+    struct us_decision d;
+    struct us_copy c = copy_of(US_PATH_H2D_PAGEABLE, US_API_MEMCPY, cfg.h2d_min_bytes);
+    us_policy_decide(&c, &cfg, &no_facts, &d);
+    assert_int_equal(d.action, US_ACT_NATIVE);
+    assert_int_equal(d.rules[0], US_RULE_pageable_h2d);
+    c.bytes = cfg.h2d_idle_native_bytes;
+    us_policy_decide(&c, &cfg, &no_facts, &d);
+    assert_int_equal(d.action, US_ACT_NATIVE);
+    c.bytes = cfg.h2d_idle_native_bytes + 1;
+    us_policy_decide(&c, &cfg, &no_facts, &d);
+    assert_int_equal(d.action, US_ACT_H2D);
+    c = copy_of(US_PATH_H2D_PAGEABLE, US_API_MEMCPY_ASYNC, cfg.h2d_min_bytes);
+    us_policy_decide(&c, &cfg, &no_facts, &d);
+    assert_int_equal(d.action, US_ACT_H2D);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_policy_pageable_h2d_rewritten_above_threshold),
         cmocka_unit_test(test_policy_native_by_kind_only_where_every_path_is_native),
+        cmocka_unit_test(test_policy_sync_h2d_native_up_to_idle_native_bytes),
         cmocka_unit_test(test_policy_each_path_maps_to_its_rule_and_pipeline),
         cmocka_unit_test(test_policy_sync_copy_of_pinned_memory_is_sync_memcpy),
         cmocka_unit_test(test_policy_legacy_stream_adds_a_rule),
