@@ -88,8 +88,13 @@ $(BUILD)/shim/%.o: shim/%.c $(SHIM_HDR) | deps-checked
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(SHIM_CFLAGS) -c $< -o $@
 
+# -z now: the loader binds every function the shim imports when it loads
+# the shim, not at each one's first call. Bound lazily, a process's first
+# copy paid a symbol look-up (through every library the program loaded) for
+# each libc function its path met for the first time (docs/performance.md,
+# session 26).
 $(SHIM): $(CORE_OBJ) $(ENTRY_OBJ)
-	$(CC) -shared $(SAN_FLAGS) -o $@ $^ -ldl -pthread -Wl,--no-undefined -Wl,-z,defs
+	$(CC) -shared $(SAN_FLAGS) -o $@ $^ -ldl -pthread -Wl,--no-undefined -Wl,-z,defs -Wl,-z,now -Wl,-z,relro
 	@! readelf -d $@ | grep -q 'NEEDED.*libcudart' || (echo "error: $@ must not link libcudart" && rm -f $@ && false)
 
 # the build machine's libunwind beside the shim, where it looks first
