@@ -24,6 +24,12 @@
  * done. The ranges must not overlap (like memcpy). bytes 0: nothing. */
 void us_hostcopy(void *dst, const void *src, size_t bytes);
 
+/* The same into a pinned slot that the GPU reads next (an H2D's chunk): the
+ * stores bypass the cache (non-temporal, on x86-64), so the slot's lines are
+ * neither read first nor kept; the bytes are visible to the DMA the caller
+ * issues after it returns. */
+void us_hostcopy_to_staging(void *dst, const void *src, size_t bytes);
+
 /* Before a D2H's host copy writes `bytes` at `dst`: where the destination is
  * at least option d2h_hugepages long and its first 2 MiB-aligned page is not
  * mapped yet (a new buffer), advises the kernel to back its 2 MiB-aligned

@@ -1,8 +1,9 @@
 /* pipeline_h2d.c - case B: a host-to-device copy from pageable memory, which
  * the driver makes wait for the stream to drain before it reads the source.
  *
- * The source is copied (us_hostcopy, several threads when large) into pinned
- * slots the copy claims from the shared pool, chunk by chunk, and each chunk
+ * The source is copied (us_hostcopy_to_staging: several threads when large,
+ * stores that bypass the cache) into pinned slots the copy claims from the
+ * shared pool, chunk by chunk, and each chunk
  * goes to the device with a cudaMemcpyAsync on the user stream itself,
  * followed by its slot's event. The call returns once the source is consumed,
  * without waiting for earlier work on the stream; the transfers follow in
@@ -82,7 +83,7 @@ bool us_pipeline_h2d(const struct us_copy *c, const struct us_ctx *home, cudaErr
                 break;
             s.pending[k] = -1;
         }
-        us_hostcopy(s.slot[k]->ptr, (const char *)c->src + off, len);
+        us_hostcopy_to_staging(s.slot[k]->ptr, (const char *)c->src + off, len);
         err = real->cudaMemcpyAsync((char *)c->dst + off, s.slot[k]->ptr, len, cudaMemcpyHostToDevice, p.stream);
         if (err != cudaSuccess)
             break;
