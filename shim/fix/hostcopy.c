@@ -31,8 +31,15 @@
 #endif
 
 #define HC_MAX_WORKERS 63            /* copy_threads is at most 64, the caller included */
-#define HC_MIN_PART (256u << 10)     /* no part smaller than this */
-#define HC_PARTS_PER_THREAD 2        /* more parts than threads: a late worker costs less */
+/* A copy is cut into parts of this size, which the threads claim one at a
+ * time: a worker that starts late, or runs on a slow vCPU, holds up the
+ * caller by one part at most. With two parts per thread (256 KiB at least)
+ * a 2 MiB D2H on an H200 host ran in phases of tens of milliseconds at
+ * twice the fast phase's time (its median 202 us, p99 460, per process
+ * 176-336; native 238 / 294); with 128 KiB parts 148 / 196 (147-148), and
+ * 4-16 MiB as before (performance.md, session 26). 64 KiB parts did as
+ * well at 2 MiB and cost 16 MiB copies 6% (one lock round per part). */
+#define HC_PART_BYTES (128u << 10)
 #define HC_PART_ALIGN 4096u          /* part boundaries on page boundaries of the source offset */
 #define HC_STACK_BYTES (256u << 10)
 
@@ -167,7 +174,7 @@ static void part_done_locked(struct hc_job *job)
 }
 
 /* How long a caller whose parts are all claimed spins for the workers' last
- * ones before it sleeps (a part takes 20-100 us; a caller that sleeps waits
+ * ones before it sleeps (a part takes 10-30 us; a caller that sleeps waits
  * for its own wake-up too). On H100 hosts every row of 2-16 MiB pipelined
  * copies, whose host copy is shared, had calls of 0.5-6 ms scattered through
  * it, and none with one copy thread; the spin cut the asynchronous rows' p99
@@ -253,7 +260,7 @@ static void hostcopy(void *dst, const void *src, size_t bytes, bool streaming)
         return;
     const struct us_config *cfg = us_config();
     unsigned threads = cfg->copy_threads;
-    if (bytes < cfg->copy_thread_min || threads <= 1 || bytes < 2 * (size_t)HC_MIN_PART ||
+    if (bytes < cfg->copy_thread_min || threads <= 1 || bytes < 2 * (size_t)HC_PART_BYTES ||
         atomic_load(&in_child)) {
         copy_range(dst, src, bytes, streaming);
         return;
@@ -263,12 +270,7 @@ static void hostcopy(void *dst, const void *src, size_t bytes, bool streaming)
         copy_range(dst, src, bytes, streaming);
         return;
     }
-    if (threads > helpers + 1)
-        threads = helpers + 1;
-
-    size_t nparts = (size_t)threads * HC_PARTS_PER_THREAD;
-    if (bytes / nparts < HC_MIN_PART)
-        nparts = bytes / HC_MIN_PART;
+    size_t nparts = (bytes + HC_PART_BYTES - 1) / HC_PART_BYTES;
     size_t part = (bytes + nparts - 1) / nparts;
     part = (part + HC_PART_ALIGN - 1) / HC_PART_ALIGN * HC_PART_ALIGN;
     struct hc_job job = {
