@@ -9,10 +9,10 @@ static void add_rule(struct us_decision *d, enum us_rule_id rule)
 
 /* Whether a pageable H2D of this size and API is rewritten: from
  * h2d_min_bytes, and a synchronous one (cudaMemcpy) only above
- * h2d_idle_native_bytes. Rewritten, a synchronous copy waits for the
- * stream's earlier work all the same (its transfer follows that work): at
- * these sizes the rewrite spares it nothing, and was slower on an idle H200
- * (option h2d_idle_native_bytes; an asynchronous one is decided in
+ * h2d_idle_native_bytes (0 by default: every one). Rewritten, a synchronous
+ * copy waits for the stream's earlier work all the same (its transfer
+ * follows that work), so where the driver's staging is the faster it spares
+ * nothing (option h2d_idle_native_bytes; an asynchronous one is decided in
  * pipeline_h2d.c, where the stream can be asked whether it is idle). */
 static bool h2d_rewritten(const struct us_copy *c, const struct us_config *cfg)
 {

@@ -31,10 +31,12 @@
  * cudaMemcpy (synchronous): the same, then the host waits for the last
  * chunk's event, so the call returns when the copy is done, as native does.
  *
- * A copy of up to h2d_idle_native_bytes goes native when its stream has no
- * work queued: the stall it is rewritten for is the wait for queued work, and
- * on an idle GPU the driver's own staging was as fast or faster at these
- * sizes (option h2d_idle_native_bytes says what was measured). A synchronous
+ * A copy of up to h2d_idle_native_bytes (0 by default: none) goes native
+ * when its stream has no work queued: the stall it is rewritten for is the
+ * wait for queued work, and where the driver's own staging is the faster on
+ * an idle GPU (an H200 host was, before the slots were written with
+ * non-temporal stores: option h2d_idle_native_bytes says what was measured)
+ * nothing is lost then. A synchronous
  * one of that size never comes here (policy.c): it waits for that work
  * rewritten too, and the stream is seldom idle right after one, since a
  * native synchronous pageable H2D returns before its last transfer ends (with

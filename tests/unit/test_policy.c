@@ -211,6 +211,7 @@ static void test_policy_sync_h2d_native_up_to_idle_native_bytes(void **state)
 {
     (void)state;
     struct us_config cfg = default_config();
+    cfg.h2d_idle_native_bytes = 2 * cfg.h2d_min_bytes; /* 0 by default: every one rewritten */
     struct us_decision d;
     struct us_copy c = copy_of(US_PATH_H2D_PAGEABLE, US_API_MEMCPY, cfg.h2d_min_bytes);
     us_policy_decide(&c, &cfg, &no_facts, &d);
