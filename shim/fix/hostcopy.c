@@ -101,11 +101,11 @@ unsigned us_hostcopy_workers(void)
 static void copy_to_staging(char *dst, const char *src, size_t n)
 {
 #if defined(__x86_64__)
-    size_t head = (16 - ((uintptr_t)dst & 15)) & 15; /* streaming stores need 16-byte aligned addresses */
     if (n < 4096) {
         memcpy(dst, src, n);
         return;
     }
+    size_t head = (16 - ((uintptr_t)dst & 15)) & 15; /* streaming stores need 16-byte aligned addresses */
     memcpy(dst, src, head);
     dst += head;
     src += head;

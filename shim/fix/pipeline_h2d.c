@@ -3,14 +3,14 @@
  *
  * The source is copied (us_hostcopy_to_staging: several threads when large,
  * stores that bypass the cache) into pinned slots the copy claims from the
- * shared pool, chunk by chunk, and each chunk
- * goes to the device with a cudaMemcpyAsync on the user stream itself,
- * followed by its slot's event. The call returns once the source is consumed,
- * without waiting for earlier work on the stream; the transfers follow in
- * stream order. The user stream itself (not a lane) because it is stream
- * order by construction (legacy and per-thread semantics included), costs 2
- * calls per chunk instead of 6, and an asynchronous failure of a chunk is an
- * error of the user stream, exactly where the native one would be.
+ * shared pool, chunk by chunk, and each chunk goes to the device with a
+ * cudaMemcpyAsync on the user stream itself, followed by its slot's event.
+ * The call returns once the source is consumed, without waiting for earlier
+ * work on the stream; the transfers follow in stream order. The user stream
+ * itself (not a lane) because it is stream order by construction (legacy
+ * and per-thread semantics included), costs 2 calls per chunk instead of 6,
+ * and an asynchronous failure of a chunk is an error of the user stream,
+ * exactly where the native one would be.
  *
  * The copy claims slots that hold it whole (up to half of pinned_max, at
  * most 64 slots; growth follows the copies, staging.h), all free at claim
@@ -36,12 +36,11 @@
  * wait for queued work, and where the driver's own staging is the faster on
  * an idle GPU (an H200 host was, before the slots were written with
  * non-temporal stores: option h2d_idle_native_bytes says what was measured)
- * nothing is lost then. A synchronous
- * one of that size never comes here (policy.c): it waits for that work
- * rewritten too, and the stream is seldom idle right after one, since a
- * native synchronous pageable H2D returns before its last transfer ends (with
- * the idle check alone every other copy of a loop was rewritten, 299 of 600
- * on an H200). */
+ * nothing is lost then. A synchronous one of that size never comes here
+ * (policy.c): it waits for that work rewritten too, and the stream is seldom
+ * idle right after one, since a native synchronous pageable H2D returns
+ * before its last transfer ends (with the idle check alone every other copy
+ * of a loop was rewritten, 299 of 600 on an H200). */
 #include "pipeline.h"
 
 #include "config.h"
