@@ -66,6 +66,22 @@ class SmallcopyTable(unittest.TestCase):
         self.assertEqual(cols[3], ["90.0", "300.0"])
         self.assertEqual(cols[4], ["35.0", "41.0"])
         self.assertIn("3 rounds", out)
+        self.assertIn("slower: first", got["d2h 4"])  # 41 against 35: the first call is judged too
+
+    def test_a_first_call_alone_makes_a_row_slower(self):
+        # every later call equal; the shim's first calls 12 us over native's
+        native = rows("h2d", 4, [[20.0] + [5.0] * 99] * 3)
+        shim = rows("h2d", 4, [[32.0] + [5.0] * 99] * 3)
+        got, out = table(native, shim)
+        self.assertTrue(got["h2d 4"].endswith("slower: first"), got["h2d 4"])
+        self.assertIn("slower (median, p99 or first call > 5% and > 1 us worse): 1", out)
+
+    def test_a_first_call_within_the_margin_is_not_slower(self):
+        # 1 us over: inside the margin (more than 5% and more than 1 us)
+        native = rows("h2d", 4, [[20.0] + [5.0] * 99] * 3)
+        shim = rows("h2d", 4, [[21.0] + [5.0] * 99] * 3)
+        got, _ = table(native, shim)
+        self.assertTrue(got["h2d 4"].endswith("ok"), got["h2d 4"])
 
     def test_rounds_per_size_class_are_said(self):
         # smallcopy.sh runs the rows up to 1 MiB in more rounds than the larger ones
@@ -79,14 +95,14 @@ class SmallcopyTable(unittest.TestCase):
         shim = rows("h2d", 4, [[5.0] * 10] * 3, ok=(1, 0, 1))
         got, out = table(native, shim)
         self.assertIn(" BAD ", got["h2d 4"])
-        self.assertIn("slower (median or p99 > 5% and > 1 us worse): 0", out)
+        self.assertIn("slower (median, p99 or first call > 5% and > 1 us worse): 0", out)
 
     def test_summaries_alone_still_read(self):
         # an older file: no SMALLCOPY_TIMES lines, one round
         native = [l for l in rows("h2d", 4, [[5.0] * 10]) if l.startswith("SMALLCOPY ")]
         shim = [l for l in rows("h2d", 4, [[9.0] * 10]) if l.startswith("SMALLCOPY ")]
         got, out = table(native, shim)
-        self.assertIn("slower: median,p99", got["h2d 4"])
+        self.assertIn("slower: median,p99,first", got["h2d 4"])
         self.assertNotIn("rounds", out)
 
     def test_control_shows_the_rows_where_native_against_native_moves(self):
@@ -96,10 +112,10 @@ class SmallcopyTable(unittest.TestCase):
         shim = rows("h2d", 4, [[10.0] * 100] * 3) + rows("h2d", 65536, [[11.0] * 100] * 3)
         control = rows("h2d", 4, [[6.0] * 100] * 3) + rows("h2d", 65536, [[9.2] * 100] * 3)
         got, out = table(native, shim, control)
-        self.assertIn("slower: median,p99 (control off native: median,p99)", got["h2d 4"])
-        self.assertTrue(got["h2d 64"].endswith("slower: median,p99"), got["h2d 64"])
+        self.assertIn("slower: median,p99,first (control off native: median,p99,first)", got["h2d 4"])
+        self.assertTrue(got["h2d 64"].endswith("slower: median,p99,first"), got["h2d 64"])
         self.assertIn("|    6.0    6.0 |", got["h2d 4"])
-        self.assertIn("is slower (median or p99 > 5% and > 1 us worse): 2", out)
+        self.assertIn("is slower (median, p99 or first call > 5% and > 1 us worse): 2", out)
         self.assertIn("as far from native, either way: 1", out)
 
     def test_without_control_no_control_column(self):

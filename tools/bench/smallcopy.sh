@@ -17,14 +17,14 @@
 #              take turns that many times per direction for the rows from 2 MiB,
 #              and the table pools every round's calls: on the GPU hosts one
 #              process's median moved by more than the differences measured,
-#              native against native), SMALLCOPY_SMALL_ROUNDS (default 8: the
+#              native against native), SMALLCOPY_SMALL_ROUNDS (default 16: the
 #              same for the rows up to 1 MiB), SMALLCOPY_REPS,
 #              SMALLCOPY_OUT (default BUILD_DIR/smallcopy),
 #              SMALLCOPY_SHIM_ENV (extra variables for the shim run, e.g. UNSTALL_...=...)
 build=$(cd "${1:-build}" && pwd) || exit 1
 max=${2:-268435456}
 rounds=${SMALLCOPY_ROUNDS:-3}
-small_rounds=${SMALLCOPY_SMALL_ROUNDS:-8}
+small_rounds=${SMALLCOPY_SMALL_ROUNDS:-16}
 for n in "$rounds" "$small_rounds"; do
     case $n in ''|*[!0-9]*|0) echo "smallcopy: SMALLCOPY_ROUNDS and SMALLCOPY_SMALL_ROUNDS must be positive numbers, not '$n'"; exit 1 ;; esac
 done
