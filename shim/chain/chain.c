@@ -37,9 +37,13 @@ struct copy_site {
     bool taken;
 };
 
-/* One call of the capture for all of the chain's sites: its frame's return
- * address is then one the unwinder has met. */
-__attribute__((noinline)) static void take_site(struct copy_site *s)
+/* Inlined, as copy_run is into us_copy_run: the unwinder's first walk
+ * through a return address it has not met costs 2.5-3 us (libunwind reads
+ * the tables with signals blocked, a dozen system calls), and a process's
+ * first copy met five, four of them the shim's own. A frame less on the
+ * path is an address less to meet: the first 4 B H2D's walk took 13-14 us
+ * on an H200 host (session 27, docs/performance.md). */
+__attribute__((always_inline)) static inline void take_site(struct copy_site *s)
 {
     if (!s->taken)
         us_site_capture(&s->site);
@@ -105,7 +109,7 @@ static const struct us_ctx *copy_context(const struct us_ctx **home, bool *looke
     return *home;
 }
 
-static cudaError_t copy_run(struct us_copy *c);
+static inline __attribute__((always_inline)) cudaError_t copy_run(struct us_copy *c);
 
 /* The runtime's first pointer queries of host memory cost microseconds
  * (session 22: 8-9 us): asked here, of a heap and a stack address, inside the
@@ -239,7 +243,7 @@ static cudaError_t native_then_classify(struct us_copy *c, const struct us_confi
     return result;
 }
 
-static cudaError_t copy_run(struct us_copy *c)
+static inline __attribute__((always_inline)) cudaError_t copy_run(struct us_copy *c)
 {
     us_state_note_call();
     const struct us_config *cfg = us_config();
