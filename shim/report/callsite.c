@@ -109,7 +109,13 @@ void us_callsite_self_range(uintptr_t *lo, uintptr_t *hi)
  * cache does the same walk in 40-80 ns. It is loaded at run time, never
  * linked: the copy the build put beside the shim first (GPU machines often
  * lack the library), then the system's (Debian/Ubuntu package libunwind8);
- * where neither is, backtrace(3) serves, and the log says so once. */
+ * where neither is, backtrace(3) serves, and the log says so once.
+ * Its cache has a price on first use: a return address it has not met costs
+ * 2.5-3 us on an H200 host (it reads the address's tables with signals
+ * blocked, a dozen system calls), so a process's first call path, five new
+ * addresses then, took 17-21 us where backtrace(3) took 4-6; but backtrace(3)
+ * costs 1.4 us more on every finding after (session 27, performance.md).
+ * Fewer frames on the shim's side is the lever (chain.c's take_site). */
 typedef int (*unwind_backtrace_fn)(void **buf, int size);
 #if defined(__x86_64__)
 #define UNW_PREFIX "_ULx86_64_"
