@@ -189,11 +189,9 @@ bool us_findings_may_forbid(enum us_rule_id rule)
 
 bool us_findings_forbidden(enum us_rule_id rule, const struct us_site *site, const char *api)
 {
+    if (site == NULL || !us_findings_may_forbid(rule))
+        return false;
     const struct us_config *cfg = us_config();
-    if (cfg->mode != US_MODE_STRICT || (unsigned)rule >= US_RULE_COUNT || site == NULL)
-        return false;
-    if ((int)us_rules[rule].severity < cfg->strict_severity)
-        return false;
     unsigned gen = allow_refresh(cfg);
     uint64_t hash = us_callsite_hash(site);
 
