@@ -31,10 +31,10 @@ void us_policy_decide(const struct us_copy *c, const struct us_config *cfg, cons
  * kind and size allow, whatever its memory turns out to be: an explicit
  * host-to-device copy below h2d_min_bytes (a synchronous one up to
  * h2d_idle_native_bytes; or with its fix off), a device-to-host one below
- * d2h_min_bytes, a host-to-host one. The chain then
- * makes the native call first and classifies after (chain.c). A kind that
- * leaves the direction open (cudaMemcpyDefault), a peer copy or a
- * device-to-device one (the engine's probe needs its path): false. */
+ * d2h_min_bytes, a host-to-host one. The chain then makes the native call
+ * first and classifies after (chain.c). A kind that leaves the direction
+ * open (cudaMemcpyDefault), a peer copy or a device-to-device one (the
+ * engine's probe needs its path): false. */
 bool us_policy_native_by_kind(const struct us_copy *c, const struct us_config *cfg);
 
 #endif

@@ -169,22 +169,22 @@ static void test_policy_native_by_kind_only_where_every_path_is_native(void **st
         bool some_native = false, some_not = false;
         static const enum us_copy_api apis[] = {US_API_MEMCPY_ASYNC, US_API_MEMCPY};
         for (size_t a = 0; a < sizeof apis / sizeof apis[0]; a++)
-        for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
-            for (size_t z = 0; z < sizeof sizes / sizeof sizes[0]; z++) {
-                struct us_copy c = copy_of(US_PATH_UNKNOWN, apis[a], sizes[z]);
-                c.kind = kinds[k].kind;
-                bool native = us_policy_native_by_kind(&c, &cfg);
-                some_native |= native;
-                for (int p = 0; p < 3; p++) {
-                    c.path = kinds[k].paths[p];
-                    struct us_decision d;
-                    us_policy_decide(&c, &cfg, &no_facts, &d);
-                    if (native)
-                        assert_int_equal(d.action, US_ACT_NATIVE);
-                    else if (d.action != US_ACT_NATIVE)
-                        some_not = true;
+            for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
+                for (size_t z = 0; z < sizeof sizes / sizeof sizes[0]; z++) {
+                    struct us_copy c = copy_of(US_PATH_UNKNOWN, apis[a], sizes[z]);
+                    c.kind = kinds[k].kind;
+                    bool native = us_policy_native_by_kind(&c, &cfg);
+                    some_native |= native;
+                    for (int p = 0; p < 3; p++) {
+                        c.path = kinds[k].paths[p];
+                        struct us_decision d;
+                        us_policy_decide(&c, &cfg, &no_facts, &d);
+                        if (native)
+                            assert_int_equal(d.action, US_ACT_NATIVE);
+                        else if (d.action != US_ACT_NATIVE)
+                            some_not = true;
+                    }
                 }
-            }
         assert_true(some_native);
         assert_true(variant == 1 || some_not); /* not "native" where a path is rewritten */
     }

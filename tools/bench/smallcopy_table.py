@@ -114,7 +114,7 @@ def main():
         if c is not None:
             control_cols = f" {c['median_us']:>6.1f} {c['p99_us']:>6.1f} |"
             data = data if c["ok"] else "BAD"
-            off = [k[:-3] for k in VERDICT_KEYS if k in c and differs(c[k], n[k])]
+            off = [k[:-3] for k in VERDICT_KEYS if differs(c[k], n[k])]
             if off:
                 noisy += 1
                 verdict += " (control off native: " + ",".join(off) + ")"
