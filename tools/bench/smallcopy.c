@@ -24,7 +24,10 @@
  * + 50 us: at the row's start, as while the pool grows, or anywhere);
  * SMALLCOPY_TIMES (set: also a SMALLCOPY_TIMES line per row with every call's
  * time in call order, which tools/bench/smallcopy_table.py pools over the
- * processes of several rounds). */
+ * processes of several rounds); SMALLCOPY_GAP_US (microseconds the program
+ * sleeps between two calls, outside the timing: each call then starts as a
+ * training step's copy does, after the GPU and the host's other threads have
+ * been idle; default 0, back to back). */
 #define BENCH_NAME "smallcopy"
 #include "bench_cuda.h"
 
@@ -65,6 +68,17 @@ static void fill(unsigned char *p, size_t n, unsigned seed)
     }
 }
 
+/* SMALLCOPY_GAP_US, read once. */
+static long gap_us(void)
+{
+    static long gap = -1;
+    if (gap < 0) {
+        const char *env = getenv("SMALLCOPY_GAP_US");
+        gap = env != NULL && atol(env) > 0 ? atol(env) : 0;
+    }
+    return gap;
+}
+
 static void row(enum op op, size_t bytes, unsigned char *host, unsigned char *back, void *dev, cudaStream_t s,
                 unsigned seed)
 {
@@ -79,6 +93,8 @@ static void row(enum op op, size_t bytes, unsigned char *host, unsigned char *ba
         memset(back, 0xa5, bytes);
     }
     for (unsigned i = 0; i < reps; i++) {
+        if (gap_us() > 0 && i > 0)
+            nanosleep(&(struct timespec){.tv_sec = gap_us() / 1000000, .tv_nsec = gap_us() % 1000000 * 1000}, NULL);
         double t0 = bench_now_us();
         switch (op) {
         case OP_H2D: CHECK(cudaMemcpy(dev, host, bytes, cudaMemcpyHostToDevice)); break;
