@@ -20,7 +20,8 @@
 #              native against native), SMALLCOPY_SMALL_ROUNDS (default 16: the
 #              same for the rows up to 1 MiB), SMALLCOPY_REPS,
 #              SMALLCOPY_OUT (default BUILD_DIR/smallcopy),
-#              SMALLCOPY_SHIM_ENV (extra variables for the shim run, e.g. UNSTALL_...=...)
+#              SMALLCOPY_SHIM_ENV (extra variables for the shim run, e.g. UNSTALL_...=...);
+#              smallcopy.c's own (SMALLCOPY_GAP_US: a sleep between calls) pass through
 build=$(cd "${1:-build}" && pwd) || exit 1
 max=${2:-268435456}
 rounds=${SMALLCOPY_ROUNDS:-3}
