@@ -68,21 +68,18 @@ static void fill(unsigned char *p, size_t n, unsigned seed)
     }
 }
 
-/* SMALLCOPY_GAP_US, read once. */
+/* SMALLCOPY_GAP_US: microseconds between two calls of a row (0: none). */
 static long gap_us(void)
 {
-    static long gap = -1;
-    if (gap < 0) {
-        const char *env = getenv("SMALLCOPY_GAP_US");
-        gap = env != NULL && atol(env) > 0 ? atol(env) : 0;
-    }
-    return gap;
+    const char *env = getenv("SMALLCOPY_GAP_US");
+    return env != NULL && atol(env) > 0 ? atol(env) : 0;
 }
 
 static void row(enum op op, size_t bytes, unsigned char *host, unsigned char *back, void *dev, cudaStream_t s,
                 unsigned seed)
 {
     unsigned reps = reps_for(bytes);
+    long gap = gap_us();
     double *t = malloc(reps * sizeof *t);
     if (t == NULL)
         exit(1);
@@ -93,8 +90,8 @@ static void row(enum op op, size_t bytes, unsigned char *host, unsigned char *ba
         memset(back, 0xa5, bytes);
     }
     for (unsigned i = 0; i < reps; i++) {
-        if (gap_us() > 0 && i > 0)
-            nanosleep(&(struct timespec){.tv_sec = gap_us() / 1000000, .tv_nsec = gap_us() % 1000000 * 1000}, NULL);
+        if (gap > 0 && i > 0)
+            nanosleep(&(struct timespec){.tv_sec = gap / 1000000, .tv_nsec = gap % 1000000 * 1000}, NULL);
         double t0 = bench_now_us();
         switch (op) {
         case OP_H2D: CHECK(cudaMemcpy(dev, host, bytes, cudaMemcpyHostToDevice)); break;
