@@ -132,7 +132,7 @@ static void warm_pointer_query(void)
     free(on_heap);
 }
 
-void us_copy_warm(void)
+void us_copy_warm(const void *device_bytes, size_t size)
 {
     static atomic_bool warmed;
     if (atomic_load_explicit(&warmed, memory_order_relaxed) || atomic_exchange(&warmed, true))
@@ -145,7 +145,7 @@ void us_copy_warm(void)
      * session 22) */
     if (cfg->fix && (cfg->fix_d2h || cfg->fix_h2d))
         us_hostcopy_start();
-    us_staging_warm();
+    us_staging_warm(device_bytes, size);
     if (us_findings_wanted()) {
         struct us_site site;
         us_site_capture(&site);

@@ -15,11 +15,12 @@ cudaError_t us_copy_run(struct us_copy *c);
 /* Once per process, after the program's first device allocation (usually the
  * call that created its context, which took milliseconds anyway): pays the
  * one-time costs a process's first copy would otherwise pay inside the call.
- * The pool's first slots and their events (us_staging_warm), the host copy
+ * The pool's first slots, their events and a first DMA through them, from
+ * the allocation just made, device_bytes (us_staging_warm), the host copy
  * threads (us_hostcopy_start), and a call site
  * captured from the program's own stack: the unwinder reads an object's
  * unwind tables the first time one of its frames is on a captured stack,
  * which the constructor's stack (the shim's, ld.so's) does not reach. */
-void us_copy_warm(void);
+void us_copy_warm(const void *device_bytes, size_t size);
 
 #endif

@@ -28,7 +28,7 @@ US_EXPORT cudaError_t cudaMalloc(void **devPtr, size_t size)
         return US_ERR_NO_REAL;
     cudaError_t err = real->cudaMalloc(devPtr, size);
     if (err == cudaSuccess && us_entry_acts(true))
-        us_copy_warm(); /* once: the first copy's one-time costs, paid here */
+        us_copy_warm(*devPtr, size); /* once: the first copy's one-time costs, paid here */
     return learn(err, err == cudaSuccess ? *devPtr : NULL, size, US_MEM_DEVICE);
 }
 

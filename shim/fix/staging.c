@@ -418,7 +418,35 @@ static unsigned warm_sizes(size_t budget, size_t *sizes, unsigned cap)
     return n;
 }
 
-void us_staging_warm(void)
+/* One small D2H into the newly pinned block, on a stream of its own, waited
+ * for. After the pinning, the process's next DMA was slower, the program's
+ * own native copy included; one DMA through the block takes that cost here.
+ * On an H200 host, a process's first 4 B pageable cudaMemcpy H2D (16
+ * processes each, findings off, docs/performance.md session 29): native
+ * 20.4 us, the shim with no slots pinned 25.7, with them 37.2, with them and
+ * this DMA 23.7; its first 4 B D2H (rewritten, through a slot) 36.4 -> 26.1
+ * (native 29.8). One DMA into the block did as well as one into each slot,
+ * or each slot in full; an event recorded and waited for on the new stream
+ * did as well for the D2H only, the stream alone nothing. Why the DMA
+ * helps is not known (the driver finishing the new mapping on the next DMA
+ * is a guess). It reads up to 4 bytes of the program's new allocation and
+ * writes nothing of it; 70 us, once, beside the allocation that made the
+ * context (200 ms). Any failure: nothing more is tried. */
+static void first_dma(void *slot, const void *device_bytes, size_t size)
+{
+    const struct us_real_api *real = us_real();
+    if (device_bytes == NULL || size == 0)
+        return;
+    cudaStream_t stream;
+    if (real->cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess)
+        return;
+    if (real->cudaMemcpyAsync(slot, device_bytes, size < 4 ? size : 4, cudaMemcpyDeviceToHost, stream) ==
+        cudaSuccess)
+        (void)real->cudaStreamSynchronize(stream);
+    (void)real->cudaStreamDestroy(stream);
+}
+
+void us_staging_warm(const void *device_bytes, size_t size)
 {
     static atomic_bool warmed;
     if (atomic_load_explicit(&warmed, memory_order_relaxed) || atomic_exchange(&warmed, true))
@@ -437,6 +465,7 @@ void us_staging_warm(void)
     us_state_enter();
     struct us_slot *slots[US_STAGING_MAX_CLAIM];
     if (grow_block(sizes, n, slots)) {
+        first_dma(slots[0]->ptr, device_bytes, size);
         /* and their events in the current context, where the first copies
          * are likely issued (made on first use there otherwise) */
         const struct us_ctx *here = us_context_this();

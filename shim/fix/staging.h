@@ -182,9 +182,12 @@ unsigned us_staging_claim_for_copy(const struct us_staging_ask *ask, struct us_s
  * 190-740 us against 45-125 natively, and while the grower pinned the slots
  * of the first 1-16 MiB copies those copies' worst calls were 3-6 times
  * native's; beside a device allocation it is paid once where nobody waits for
- * it. The slots' events in the current context are made then too. Not when
- * no copy is rewritten. */
-void us_staging_warm(void);
+ * it. The slots' events in the current context are made then too, and one
+ * DMA of up to 4 bytes from device_bytes (the allocation just made, `size`
+ * bytes; read, never written) into the block, which takes off the next
+ * copy's time what the pinning added to it (staging.c's first_dma). Not
+ * when no copy is rewritten. */
+void us_staging_warm(const void *device_bytes, size_t size);
 
 /* Asks the grower thread for the slots the copy wants (as many as hold it,
  * up to ask->want), to be ready for the next copies. false: no grower thread

@@ -247,7 +247,7 @@ static void test_chain_warm_asks_the_pointer_query(void **state)
     (void)state;
     with_attributes.cudaPointerGetAttributes = pointer_attributes_counting;
     pointer_queries = 0;
-    us_copy_warm();
+    us_copy_warm(NULL, 0);
     assert_true(pointer_queries >= 2); /* a heap and a stack address */
     with_attributes.cudaPointerGetAttributes = pointer_attributes;
 }

@@ -598,8 +598,24 @@ static void test_staging_warm_pins_the_ladder_in_one_block(void **state)
 {
     (void)state;
     fake_cuda_config(8 * MiB, 4, 1024 * MiB);
-    us_staging_warm();
+    static char device_bytes[64] = "the program's new allocation";
+    us_staging_warm(device_bytes, sizeof device_bytes);
     assert_int_equal(fake_cuda_count(FAKE_cudaHostAlloc), 1);
+    /* one DMA of 4 bytes from the program's allocation into the block's
+     * first slot, on a non-blocking stream of its own, waited for, the
+     * stream destroyed; the allocation is not written */
+    assert_int_equal(fake_cuda_count(FAKE_cudaMemcpyAsync), 1);
+    const struct fake_cuda_call *dma = &fake_cuda.calls[fake_cuda_find(FAKE_cudaMemcpyAsync, 0)];
+    assert_ptr_equal(dma->src, device_bytes);
+    assert_int_equal(dma->bytes, 4);
+    assert_int_equal(fake_cuda_count(FAKE_cudaStreamCreateWithFlags), 1);
+    assert_int_equal(fake_cuda.stream_flags, cudaStreamNonBlocking);
+    int sync = fake_cuda_find(FAKE_cudaStreamSynchronize, 0);
+    int destroy = fake_cuda_find(FAKE_cudaStreamDestroy, 0);
+    assert_true(sync > fake_cuda_find(FAKE_cudaMemcpyAsync, 0) && destroy > sync);
+    assert_ptr_equal(fake_cuda.calls[sync].stream, dma->stream);
+    assert_ptr_equal(fake_cuda.calls[destroy].stream, dma->stream);
+    assert_string_equal(device_bytes, "the program's new allocation");
     size_t ladder = 2 * (US_STAGING_MIN_SLOT * 127); /* 64 KiB + 128 KiB + ... + 4 MiB, twice */
     assert_int_equal(fake_cuda.host_alloc_bytes, ladder);
     assert_int_equal(us_staging_pinned_bytes(), ladder);
@@ -614,6 +630,8 @@ static void test_staging_warm_pins_the_ladder_in_one_block(void **state)
     assert_int_equal(s[3]->bytes, 4 * US_STAGING_MIN_SLOT);
     for (unsigned i = 0; i + 1 < 4; i++) /* carved from one block, none overlapping */
         assert_true(s[i]->ptr + s[i]->bytes <= s[i + 1]->ptr);
+    assert_true((const char *)dma->dst + 4 <= s[0]->ptr); /* the DMA went into the block's first slot (64 KiB) */
+    assert_memory_equal(dma->dst, device_bytes, 4);
     us_staging_release(s, 4, NULL);
     assert_int_equal(fake_cuda_count(FAKE_cudaHostAlloc), 1);
 }
