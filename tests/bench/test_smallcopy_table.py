@@ -56,7 +56,7 @@ class SmallcopyTable(unittest.TestCase):
         self.assertEqual(cols[1], ["10.0", "10.0"])
         self.assertEqual(cols[2], ["10.0", "20.0"])  # p99 and worst keep the slow process's calls
         self.assertEqual(cols[3], ["10.0", "20.0"])
-        self.assertIn("slower: p99", got["h2d 4"])
+        self.assertIn("slower: p99 1/3", got["h2d 4"])  # one round's own p99 says so, not three
 
     def test_first_is_the_median_of_first_calls_and_worst_holds_the_worst(self):
         native = rows("d2h", 4096, [[30.0] + [5.0] * 99, [35.0] + [5.0] * 99, [90.0] + [5.0] * 99])
@@ -66,14 +66,14 @@ class SmallcopyTable(unittest.TestCase):
         self.assertEqual(cols[3], ["90.0", "300.0"])
         self.assertEqual(cols[4], ["35.0", "41.0"])
         self.assertIn("3 rounds", out)
-        self.assertIn("slower: first", got["d2h 4"])  # 41 against 35: the first call is judged too
+        self.assertIn("slower: first 3/3", got["d2h 4"])  # 41 against 35: the first call is judged too; each round's own too
 
     def test_a_first_call_alone_makes_a_row_slower(self):
         # every later call equal; the shim's first calls 12 us over native's
         native = rows("h2d", 4, [[20.0] + [5.0] * 99] * 3)
         shim = rows("h2d", 4, [[32.0] + [5.0] * 99] * 3)
         got, out = table(native, shim)
-        self.assertTrue(got["h2d 4"].endswith("slower: first"), got["h2d 4"])
+        self.assertTrue(got["h2d 4"].endswith("slower: first 3/3"), got["h2d 4"])
         self.assertIn("slower (median, p99 or first call > 5% and > 1 us worse): 1", out)
 
     def test_a_first_call_within_the_margin_is_not_slower(self):
@@ -102,8 +102,8 @@ class SmallcopyTable(unittest.TestCase):
         native = [l for l in rows("h2d", 4, [[5.0] * 10]) if l.startswith("SMALLCOPY ")]
         shim = [l for l in rows("h2d", 4, [[9.0] * 10]) if l.startswith("SMALLCOPY ")]
         got, out = table(native, shim)
-        self.assertIn("slower: median,p99,first", got["h2d 4"])
-        self.assertNotIn("rounds", out)
+        self.assertIn("slower: median 1/1,p99 1/1,first 1/1", got["h2d 4"])
+        self.assertNotIn("rounds of processes", out)
 
     def test_control_shows_the_rows_where_native_against_native_moves(self):
         # the control (the shim disabled) is 2 us off native in h2d 4 B: the
@@ -112,11 +112,23 @@ class SmallcopyTable(unittest.TestCase):
         shim = rows("h2d", 4, [[10.0] * 100] * 3) + rows("h2d", 65536, [[11.0] * 100] * 3)
         control = rows("h2d", 4, [[6.0] * 100] * 3) + rows("h2d", 65536, [[9.2] * 100] * 3)
         got, out = table(native, shim, control)
-        self.assertIn("slower: median,p99,first (control off native: median,p99,first)", got["h2d 4"])
-        self.assertTrue(got["h2d 64"].endswith("slower: median,p99,first"), got["h2d 64"])
+        self.assertIn("slower: median 3/3,p99 3/3,first 3/3 (control off native: median,p99,first)", got["h2d 4"])
+        self.assertTrue(got["h2d 64"].endswith("slower: median 3/3,p99 3/3,first 3/3"), got["h2d 64"])
         self.assertIn("|    6.0    6.0 |", got["h2d 4"])
         self.assertIn("is slower (median, p99 or first call > 5% and > 1 us worse): 2", out)
         self.assertIn("as far from native, either way: 1", out)
+
+    def test_rounds_agreeing_tell_one_slow_process_from_every_process(self):
+        # two rows flagged by the pooled p99: in 64 KiB one shim process of four
+        # has a burst of slow calls; in 4 KiB every shim process is 3 us slower
+        # at its tail. The rounds that say the same on their own: 1/4 and 4/4.
+        native = rows("h2d", 65536, [[16.0] * 95 + [25.0] * 5] * 4) + rows("h2d", 4096, [[7.0] * 95 + [12.0] * 5] * 4)
+        shim = (rows("h2d", 65536, [[16.0] * 95 + [25.0] * 5] * 3 + [[16.0] * 70 + [50.0] * 30])
+                + rows("h2d", 4096, [[7.0] * 95 + [15.0] * 5] * 4))
+        got, out = table(native, shim)
+        self.assertTrue(got["h2d 64"].endswith("slower: p99 1/4"), got["h2d 64"])
+        self.assertTrue(got["h2d 4"].endswith("slower: p99 4/4"), got["h2d 4"])
+        self.assertIn("the rounds whose own figure is that much worse", out)
 
     def test_without_control_no_control_column(self):
         got, out = table(rows("h2d", 4, [[8.0] * 10]), rows("h2d", 4, [[8.0] * 10]))

@@ -20,10 +20,22 @@ verdict's margin (either way) says so: the margin there is inside what one
 set of processes differs from another, which no change of the shim decides.
 The verdict is still unstall against native.
 
+Each key the verdict names carries how many rounds say the same on their own:
+"first 16/16" means that in 16 of the 16 rounds the shim's process was worse
+than that round's native process by the same margin (its own first call,
+median or p99, from its SMALLCOPY line; rounds are paired in file order, as
+smallcopy.sh runs them). A pooled figure that one slow process moved shows a
+small count; a cost every process pays shows them all.
+
 Usage: smallcopy_table.py NATIVE_FILE SHIM_FILE [CONTROL_FILE]
 Exit status 0; the verdict column says where unstall loses."""
 import re
 import sys
+
+
+# what the verdict compares: the median and p99 of every call, and the row's
+# first call (the median of the rounds' first calls)
+VERDICT_KEYS = ("median_us", "p99_us", "first_us")
 
 
 def p99_of(sorted_times):
@@ -43,7 +55,7 @@ def load(path):
     for key, rounds in summaries.items():
         firsts = sorted(float(r["first_us"]) for r in rounds)
         row = {"first_us": firsts[len(firsts) // 2], "ok": all(r["ok"] == "1" for r in rounds),
-               "rounds": len(rounds)}
+               "rounds": len(rounds), "per_round": [{k: float(r[k]) for k in VERDICT_KEYS} for r in rounds]}
         calls = sorted(t for run in times.get(key, []) for t in run)
         if len(times.get(key, [])) == len(rounds) and calls:
             row.update(median_us=calls[len(calls) // 2], p99_us=p99_of(calls), max_us=calls[-1])
@@ -77,17 +89,19 @@ def rounds_text(rounds):
     return ", ".join(text)
 
 
-# what the verdict compares: the median and p99 of every call, and the row's
-# first call (the median of the rounds' first calls)
-VERDICT_KEYS = ("median_us", "p99_us", "first_us")
-
-
 def worse(shim, native):
     return shim > native * 1.05 and shim > native + 1.0
 
 
 def differs(a, b):
     return worse(a, b) or worse(b, a)
+
+
+def rounds_agreeing(key, shim, native):
+    """'n/N': of the N rounds paired in file order, those whose own figure
+    for key is worse than native's by the verdict's margin."""
+    pairs = list(zip(shim["per_round"], native["per_round"]))
+    return f"{sum(worse(s[key], n[key]) for s, n in pairs)}/{len(pairs)}"
 
 
 def main():
@@ -107,7 +121,7 @@ def main():
         rounds.add((min(n["rounds"], s["rounds"]), key[1]))
         bad = [k for k in VERDICT_KEYS if worse(s[k], n[k])]
         slower += bool(bad)
-        verdict = "slower: " + ",".join(k[:-3] for k in bad) if bad else "ok"
+        verdict = "slower: " + ",".join(f"{k[:-3]} {rounds_agreeing(k, s, n)}" for k in bad) if bad else "ok"
         data = "ok" if n["ok"] and s["ok"] else "BAD"
         c = control.get(key) if control is not None else None
         control_cols = "" if control is None else f" {'-':>13} |"
@@ -121,7 +135,8 @@ def main():
         print(f"{key[0]:<10} {size(key[1]):>8} | {n['median_us']:>13.1f} {s['median_us']:>8.1f} | "
               f"{n['p99_us']:>10.1f} {s['p99_us']:>8.1f} | {n['max_us']:>12.1f} {s['max_us']:>8.1f} | "
               f"{n['first_us']:>12.1f} {s['first_us']:>8.1f} |{control_cols} {data:>4} | {verdict}")
-    print(f"rows where unstall is slower (median, p99 or first call > 5% and > 1 us worse): {slower}")
+    print(f"rows where unstall is slower (median, p99 or first call > 5% and > 1 us worse): {slower} "
+          "(n/N after each: the rounds whose own figure is that much worse)")
     if control is not None:
         print(f"rows where the control (the shim loaded, UNSTALL_DISABLE=1) is as far from native, either way: {noisy}")
     many = max((r for r, _ in rounds), default=1)
