@@ -66,7 +66,7 @@ class SmallcopyTable(unittest.TestCase):
         self.assertEqual(cols[3], ["90.0", "300.0"])
         self.assertEqual(cols[4], ["35.0", "41.0"])
         self.assertIn("3 rounds", out)
-        self.assertIn("slower: first 3/3", got["d2h 4"])  # 41 against 35: the first call is judged too; each round's own too
+        self.assertIn("slower: first 3/3", got["d2h 4"])  # 41 against 35: the first call is judged too (each round: 40/30, 41/35, 300/90)
 
     def test_a_first_call_alone_makes_a_row_slower(self):
         # every later call equal; the shim's first calls 12 us over native's
