@@ -56,4 +56,8 @@ void us_hostcopy_start(void);
 /* Worker threads running now (tests). 0 before the first large copy. */
 unsigned us_hostcopy_workers(void);
 
+/* Times a worker, its part copied, spun for the next job instead of
+ * sleeping (tests): only while jobs come back to back (hostcopy.c). */
+unsigned us_hostcopy_worker_spins(void);
+
 #endif

@@ -225,6 +225,61 @@ static void test_hostcopy_concurrent_callers(void **state)
     }
 }
 
+/* --- workers between jobs --------------------------------------------------------------- */
+
+static void pause_ms(long ms)
+{
+    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* Copies that follow each other keep the workers spinning between them
+ * (hostcopy.c's HC_WORKER_SPIN_NS), and every byte still lands: forty 1 MiB
+ * copies back to back, checked after the last. */
+static void test_hostcopy_workers_spin_between_back_to_back_copies(void **state)
+{
+    (void)state;
+    set_threads(4, 64u << 10);
+    enum { N = 40 };
+    const size_t n = 1u << 20;
+    unsigned char *src = malloc(n), *dst = malloc(N * n);
+    assert_non_null(src);
+    assert_non_null(dst);
+    fill(src, n, 1000);
+    memset(dst, 0, N * n);
+    unsigned before = us_hostcopy_worker_spins();
+    for (unsigned i = 0; i < N; i++) /* nothing between them: back to back */
+        us_hostcopy(dst + i * n, src, n);
+    assert_true(us_hostcopy_worker_spins() > before);
+    for (unsigned i = 0; i < N; i++)
+        assert_memory_equal(dst + i * n, src, n);
+    free(src);
+    free(dst);
+}
+
+/* A copy that comes long after the last one ended leaves the workers asleep
+ * after it: no spin for copies milliseconds apart. */
+static void test_hostcopy_workers_sleep_after_lone_copies(void **state)
+{
+    (void)state;
+    set_threads(4, 64u << 10);
+    const size_t n = 1u << 20;
+    unsigned char *src = malloc(n), *dst = malloc(n);
+    assert_non_null(src);
+    assert_non_null(dst);
+    fill(src, n, 77);
+    pause_ms(20); /* any earlier test's spin is over */
+    unsigned before = us_hostcopy_worker_spins();
+    for (int i = 0; i < 3; i++) {
+        us_hostcopy(dst, src, n);
+        pause_ms(20);
+    }
+    assert_int_equal(us_hostcopy_worker_spins(), before);
+    assert_memory_equal(dst, src, n);
+    free(src);
+    free(dst);
+}
+
 /* --- fork ---------------------------------------------------------------------------- */
 
 static void test_hostcopy_after_fork(void **state)
@@ -342,6 +397,8 @@ int main(void)
         T(test_hostcopy_below_min_stays_on_caller),
         T(test_hostcopy_many_threads),
         T(test_hostcopy_concurrent_callers),
+        T(test_hostcopy_workers_spin_between_back_to_back_copies),
+        T(test_hostcopy_workers_sleep_after_lone_copies),
         T(test_hostcopy_after_fork),
         T(test_hostcopy_advises_a_new_destination),
         T(test_hostcopy_leaves_used_or_small_destinations),
