@@ -191,11 +191,14 @@ static void part_done_locked(struct hc_job *job)
  * the others within the runs' spread (performance.md, session 22). */
 #define HC_SPIN_NS 300000u
 
-static bool all_done_within(struct hc_job *job, uint64_t ns)
+/* Spins until ready(arg), or until `ns` passed (the clock is read every 64
+ * rounds); returns whether ready. The caller's wait for its job's last parts
+ * and a worker's wait for the next job. */
+static bool spin_until(bool (*ready)(const void *arg), const void *arg, uint64_t ns)
 {
     uint64_t start = us_now_ns();
     for (unsigned i = 1;; i++) {
-        if (atomic_load_explicit(&job->done, memory_order_acquire) == job->nparts)
+        if (ready(arg))
             return true;
 #if defined(__x86_64__) || defined(__i386__)
         __builtin_ia32_pause();
@@ -203,6 +206,12 @@ static bool all_done_within(struct hc_job *job, uint64_t ns)
         if (i % 64 == 0 && us_now_ns() - start > ns)
             return false;
     }
+}
+
+static bool all_done(const void *job)
+{
+    const struct hc_job *j = job;
+    return atomic_load_explicit(&j->done, memory_order_acquire) == j->nparts;
 }
 
 /* How long a worker that copied a part of a job spins for the next job
@@ -219,18 +228,10 @@ static bool all_done_within(struct hc_job *job, uint64_t ns)
  * the last one ended costs no spin at all. */
 #define HC_WORKER_SPIN_NS 100000u
 
-/* Spins until a job is queued after `seen`, or `ns` passed. */
-static void spin_for_job(unsigned seen, uint64_t ns)
+/* A job was queued since jobs_posted read *seen. */
+static bool job_posted_since(const void *seen)
 {
-    atomic_fetch_add_explicit(&spins, 1, memory_order_relaxed);
-    uint64_t start = us_now_ns();
-    for (unsigned i = 1; atomic_load_explicit(&jobs_posted, memory_order_acquire) == seen; i++) {
-#if defined(__x86_64__) || defined(__i386__)
-        __builtin_ia32_pause();
-#endif
-        if (i % 64 == 0 && us_now_ns() - start > ns)
-            return;
-    }
+    return atomic_load_explicit(&jobs_posted, memory_order_acquire) != *(const unsigned *)seen;
 }
 
 static void *worker_main(void *arg)
@@ -243,7 +244,8 @@ static void *worker_main(void *arg)
             if (copied && atomic_load_explicit(&back_to_back, memory_order_relaxed)) {
                 unsigned seen = atomic_load_explicit(&jobs_posted, memory_order_relaxed);
                 pthread_mutex_unlock(&pool.mu);
-                spin_for_job(seen, HC_WORKER_SPIN_NS);
+                atomic_fetch_add_explicit(&spins, 1, memory_order_relaxed);
+                (void)spin_until(job_posted_since, &seen, HC_WORKER_SPIN_NS);
                 pthread_mutex_lock(&pool.mu);
             } else {
                 pthread_cond_wait(&pool.work, &pool.mu);
@@ -352,7 +354,7 @@ static void hostcopy(void *dst, const void *src, size_t bytes, bool streaming)
         part_done_locked(&job);
     }
     pthread_mutex_unlock(&pool.mu);
-    if (!all_done_within(&job, HC_SPIN_NS)) {
+    if (!spin_until(all_done, &job, HC_SPIN_NS)) {
         pthread_mutex_lock(&pool.mu);
         while (atomic_load(&job.done) < job.nparts)
             pthread_cond_wait(&pool.done, &pool.mu);
