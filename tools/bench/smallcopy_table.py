@@ -53,9 +53,10 @@ def load(path):
             times.setdefault((kv["op"], int(kv["bytes"])), []).append([float(t) for t in kv["us"].split(",")])
     rows = {}
     for key, rounds in summaries.items():
-        firsts = sorted(float(r["first_us"]) for r in rounds)
+        per_round = [{k: float(r[k]) for k in VERDICT_KEYS} for r in rounds]
+        firsts = sorted(r["first_us"] for r in per_round)
         row = {"first_us": firsts[len(firsts) // 2], "ok": all(r["ok"] == "1" for r in rounds),
-               "rounds": len(rounds), "per_round": [{k: float(r[k]) for k in VERDICT_KEYS} for r in rounds]}
+               "rounds": len(rounds), "per_round": per_round}
         calls = sorted(t for run in times.get(key, []) for t in run)
         if len(times.get(key, [])) == len(rounds) and calls:
             row.update(median_us=calls[len(calls) // 2], p99_us=p99_of(calls), max_us=calls[-1])
