@@ -51,7 +51,7 @@ probe=""
 
 mkdir -p "$destdir$bindir" "$destdir$libdir" "$destdir$confdir" "$destdir$pydir"
 install -m 0755 "$build/libunstall.so" "$destdir$libdir/libunstall.so"
-# libunwind beside it, where the shim looks first (shim/report/callsite.c)
+# libunwind beside it, where the shim looks first (shim/report/unwinder.c)
 if [ -f "$build/unstall/libunwind.so.8" ]; then
     mkdir -p "$destdir$libdir/unstall"
     install -m 0644 "$build/unstall/libunwind.so.8" "$destdir$libdir/unstall/libunwind.so.8"

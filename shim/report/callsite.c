@@ -4,10 +4,10 @@
 #include "config.h"
 #include "log.h"
 #include "srcline.h"
+#include "unwinder.h"
 
 #include <dlfcn.h>
 #include <errno.h>
-#include <execinfo.h>
 #include <limits.h>
 #include <link.h>
 #include <pthread.h>
@@ -20,8 +20,8 @@
 
 /* Frames the shim itself may have between the capture and the CUDA entry the
  * program called (watch/copy, the entry, an inlined helper or two): captured
- * beyond the depth kept, then dropped by the self range. */
-#define SELF_SLACK 6
+ * beyond the depth kept, then dropped by the self range, with us_unwind's. */
+#define SELF_SLACK 7
 
 /* --- the shim's own frames ---------------------------------------------------------- */
 
@@ -102,84 +102,6 @@ void us_callsite_self_range(uintptr_t *lo, uintptr_t *hi)
 
 /* --- capture ------------------------------------------------------------------------ */
 
-/* The unwinder. glibc's backtrace(3) goes through libgcc's unwinder, which
- * sets up a full register context on every call: 0.6-2.7 us for 2-12 frames
- * on this project's build machine, 2-4 us a finding on an H100 host, more than
- * a small native copy takes. libunwind's unw_backtrace with a per-thread
- * cache does the same walk in 40-80 ns. It is loaded at run time, never
- * linked: the copy the build put beside the shim first (GPU machines often
- * lack the library), then the system's (Debian/Ubuntu package libunwind8);
- * where neither is, backtrace(3) serves, and the log says so once.
- * Its cache has a price on first use: a return address it has not met costs
- * 2.5-3 us on an H200 host (it reads the address's tables with signals
- * blocked, a dozen system calls), so a process's first call path, five new
- * addresses then, took 17-21 us where backtrace(3) took 4-6; but backtrace(3)
- * costs 1.4 us more on every finding after (session 27, performance.md).
- * Fewer frames on the shim's side is the lever (chain.c's take_site). */
-typedef int (*unwind_backtrace_fn)(void **buf, int size);
-#if defined(__x86_64__)
-#define UNW_PREFIX "_ULx86_64_"
-#elif defined(__aarch64__)
-#define UNW_PREFIX "_ULaarch64_"
-#else
-#define UNW_PREFIX "_UL_unknown_" /* the default global cache then */
-#endif
-static unwind_backtrace_fn unwinder = backtrace;
-static pthread_once_t unwinder_once = PTHREAD_ONCE_INIT;
-static int logged_unwinder;
-
-/* The copy of libunwind that the build put beside the shim
- * (tools/bundle-unwind.sh: DIR/unstall/libunwind.so.8, where DIR holds
- * libunstall.so), first: GPU machines often lack the library and a package
- * manager, and the build folder is carried there. *from: its path. */
-static void *open_bundled_unwinder(const char **from)
-{
-    static char path[PATH_MAX];
-    Dl_info info;
-    if (dladdr((const void *)open_bundled_unwinder, &info) == 0 || info.dli_fname == NULL)
-        return NULL;
-    const char *slash = strrchr(info.dli_fname, '/');
-    int dir_len = slash != NULL ? (int)(slash - info.dli_fname) : 1;
-    const char *dir = slash != NULL ? info.dli_fname : ".";
-    int n = snprintf(path, sizeof path, "%.*s/unstall/libunwind.so.8", dir_len, dir);
-    if (n <= 0 || (size_t)n >= sizeof path)
-        return NULL;
-    void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (lib != NULL)
-        *from = path;
-    return lib;
-}
-
-static void unwinder_init(void)
-{
-    /* Under ThreadSanitizer, libunwind's per-thread cache destructor runs at
-     * thread exit after TSan tore the thread's state down, and crashes the
-     * program (seen in make sanitize): stay with backtrace(3) there. */
-    if (dlsym(RTLD_DEFAULT, "__tsan_init") != NULL) {
-        us_log_once(&logged_unwinder, US_LOG_INFO, "ThreadSanitizer present: call sites are captured with backtrace(3)");
-        return;
-    }
-    const char *from = "the system";
-    void *lib = open_bundled_unwinder(&from);
-    if (lib == NULL)
-        lib = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
-    unwind_backtrace_fn fast = lib != NULL ? (unwind_backtrace_fn)dlsym(lib, "unw_backtrace") : NULL;
-    int (*set_caching)(void *, int) = lib != NULL ? (int (*)(void *, int))dlsym(lib, UNW_PREFIX "set_caching_policy")
-                                                  : NULL;
-    void **space = lib != NULL ? dlsym(lib, UNW_PREFIX "local_addr_space") : NULL;
-    if (fast == NULL) {
-        us_log_once(&logged_unwinder, US_LOG_INFO,
-                    "libunwind.so.8 not found: call sites are captured with backtrace(3), about 1-4 us a finding "
-                    "(install libunwind8 for 40-80 ns)");
-        return;
-    }
-    if (set_caching != NULL && space != NULL)
-        set_caching(*space, 2 /* UNW_CACHE_PER_THREAD: no lock between threads */);
-    unwinder = fast;
-    us_log_once(&logged_unwinder, US_LOG_INFO, "call sites are captured with libunwind (%s)", from);
-}
-
-
 /* caller: a return address into the caller of us_site_capture, the first
  * frame kept (then the shim's own leading frames are dropped). Frames are
  * matched by address, not counted, so neither a sanitizer's backtrace
@@ -192,14 +114,13 @@ __attribute__((noinline)) static void capture_from(struct us_site *site, int max
         max_depth = 1;
     if (max_depth > US_SITE_MAX_FRAMES)
         max_depth = US_SITE_MAX_FRAMES;
-    pthread_once(&unwinder_once, unwinder_init);
-    int n = unwinder(buf, max_depth + SELF_SLACK + 3);
+    int n = us_unwind(buf, max_depth + SELF_SLACK + 3);
     uintptr_t lo, hi;
     us_callsite_self_range(&lo, &hi);
-    /* buf[0] is this function, buf[1] us_site_capture (absent after a tail
-     * call), then its caller */
-    int i = 2;
-    for (int k = 0; k < n && k < 5; k++)
+    /* buf[0] is us_unwind, buf[1] this function, buf[2] us_site_capture
+     * (absent after a tail call), then its caller */
+    int i = 3;
+    for (int k = 0; k < n && k < 6; k++)
         if (buf[k] == caller) {
             i = k;
             break;
@@ -224,12 +145,11 @@ __attribute__((noinline)) void us_site_capture(struct us_site *site)
 void us_callsite_prepare(void)
 {
     pthread_once(&self_once, self_init);
-    pthread_once(&unwinder_once, unwinder_init);
     /* one walk now: the unwinder's first one sets itself up and reads the
      * unwind tables of every object on the stack (the program's, libc's),
      * 0.3-0.4 ms on the build machine, which the first finding's call paid */
     void *warm[US_SITE_MAX_FRAMES + SELF_SLACK + 3];
-    (void)unwinder(warm, (int)(sizeof warm / sizeof warm[0]));
+    (void)us_unwind(warm, (int)(sizeof warm / sizeof warm[0]));
     (void)us_callsite_python_available();
 }
 

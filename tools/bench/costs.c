@@ -1,12 +1,15 @@
 /* costs.c - what the shim's own building blocks cost on this CPU, no GPU
  * needed (make bench-costs): a finding (call-site capture, then recording),
- * a pointer-table lookup (hit and miss), and the multi-threaded host copy
+ * a walk through a return address the unwinder has not met (the bundled
+ * private libunwind, its signal masking off, against the system's copy,
+ * masking on), a pointer-table lookup (hit and miss), and the multi-threaded host copy
  * (GB/s by thread count). Linked against the core library, as the unit tests
  * are, but measures instead of asserting: the figures vary with the machine
  * and its load, so they are printed for a person, never judged by a test.
  *
  * Usage: BUILD/bench/costs [HOSTCOPY_MIB]   (default 256)
  * Prints one line a figure: "costs: <what> <value> <unit>". */
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +24,7 @@
 #include "hostcopy.h"
 #include "prefault.h"
 #include "ptrtable.h"
+#include "unwinder.h"
 
 static double now_ns(void)
 {
@@ -100,6 +104,76 @@ static void finding_costs(void)
     printf("costs: finding.capture %.0f ns (callsite_depth %u)\n", (t1 - t0) / n, config.callsite_depth);
     printf("costs: finding.capture_and_record %.0f ns\n", (t2 - t1) / n);
     printf("costs: finding.record %.0f ns\n", (t3 - t2) / n);
+}
+
+/* --- the unwinder's first walk through a return address ----------------------------- */
+
+/* BUILD/unstall/libunwind.so.8 (this program is in BUILD/bench): the copy the
+ * shim loads, chosen here as the shim would choose it. */
+static const char *bundled_unwinder(void)
+{
+    static char path[PATH_MAX];
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0)
+        return NULL;
+    self[n] = '\0';
+    char *slash = strrchr(self, '/');
+    if (slash == NULL)
+        return NULL;
+    *slash = '\0';
+    int len = snprintf(path, sizeof path, "%.*s/../unstall/libunwind.so.8", PATH_MAX / 2, self);
+    return len > 0 && (size_t)len < sizeof path && access(path, R_OK) == 0 ? path : NULL;
+}
+
+/* Each walker's return address is met once per libunwind copy (each copy
+ * has its own cache): a walk through one new address. */
+#define WALKER(k)                                                  \
+    __attribute__((noinline)) static int walker_##k(void **frames) \
+    {                                                              \
+        int n = us_unwind(frames, 16);                             \
+        __asm__ volatile("" ::: "memory");                         \
+        return n;                                                  \
+    }
+WALKER(0) WALKER(1) WALKER(2) WALKER(3) WALKER(4) WALKER(5) WALKER(6) WALKER(7)
+static int (*const walkers[])(void **) = {walker_0, walker_1, walker_2, walker_3,
+                                          walker_4, walker_5, walker_6, walker_7};
+#define WALKERS (int)(sizeof walkers / sizeof walkers[0])
+
+/* Mean ns of a walk through one new return address, then of a known walk. */
+static void new_address_walks(double *new_ns, double *known_ns)
+{
+    void *frames[16];
+    (void)walkers[0](frames); /* the copy's first walk: sets itself up */
+    double t0 = now_ns();
+    for (int k = 1; k < WALKERS; k++)
+        (void)walkers[k](frames);
+    double t1 = now_ns();
+    for (int i = 0; i < 1000; i++)
+        (void)walkers[i % WALKERS](frames);
+    *new_ns = (t1 - t0) / (WALKERS - 1);
+    *known_ns = (now_ns() - t1) / 1000;
+}
+
+static const char *const unwinder_names[] = {
+    [US_UNWINDER_BACKTRACE] = "backtrace(3)",
+    [US_UNWINDER_LIBUNWIND] = "libunwind, signal masking on",
+    [US_UNWINDER_LIBUNWIND_PRIVATE] = "private libunwind, signal masking off",
+};
+
+static void unwind_costs(const char *bundled)
+{
+    const char *choices[] = {bundled, NULL};
+    for (int c = 0; c < 2; c++) {
+        if (c == 0 && bundled == NULL)
+            continue;
+        us_unwinder_choose_from(choices[c]);
+        enum us_unwinder_kind kind = us_unwinder_kind();
+        double new_ns, known_ns;
+        new_address_walks(&new_ns, &known_ns);
+        printf("costs: unwind.new_address %.0f ns, known %.0f ns (%s)\n", new_ns, known_ns, unwinder_names[kind]);
+    }
+    us_unwinder_choose_from(bundled);
 }
 
 /* --- the pointer table ---------------------------------------------------------------- */
@@ -226,7 +300,10 @@ int main(int argc, char **argv)
     size_t mib = argc > 1 ? strtoul(argv[1], NULL, 10) : 256;
     us_config_load(&config, NULL, NULL, NULL, NULL);
     use_config();
+    const char *bundled = bundled_unwinder();
+    us_unwinder_choose_from(bundled);
     finding_costs();
+    unwind_costs(bundled);
     ptrtable_costs();
     hostcopy_costs(mib ? mib : 256);
     return 0;
