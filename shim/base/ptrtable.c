@@ -428,6 +428,12 @@ static int slot_claim(void)
     return -1;
 }
 
+void us_ptrtable_prepare_thread(void)
+{
+    if (pt_my_slot == PT_SLOT_UNCLAIMED)
+        (void)slot_claim();
+}
+
 /* Enter shard `tag` (level * PT_SHARDS + shard) as a reader. Returns the
  * slot to leave, or NULL when the rwlock is held instead. */
 static inline struct pt_slot *reader_enter(unsigned tag, struct pt_shard *shard)

@@ -41,6 +41,10 @@ bool us_ptrtable_remove(uintptr_t base, struct us_range *removed);
 /* The range that contains addr; false if none. */
 bool us_ptrtable_lookup(uintptr_t addr, struct us_range *out);
 
+/* The calling thread's reader slot, claimed now rather than in its first
+ * lookup (a copy's classification). */
+void us_ptrtable_prepare_thread(void);
+
 /* Drop everything (tests, and a forked child). */
 void us_ptrtable_clear(void);
 

@@ -20,6 +20,7 @@
 #include "staging.h"
 #include "pipeline.h"
 #include "policy.h"
+#include "ptrtable.h"
 #include "real.h"
 #include "state.h"
 #include "watch.h"
@@ -146,9 +147,14 @@ void us_copy_warm(const void *device_bytes, size_t size)
     if (cfg->fix && (cfg->fix_d2h || cfg->fix_h2d))
         us_hostcopy_start();
     us_staging_warm(device_bytes, size);
+    /* this thread's first-use costs: its reader slot in the pointer table,
+     * and with findings, its first walk (the unwinder's per-thread cache),
+     * its id, the runtime's first host-pointer queries */
+    us_ptrtable_prepare_thread();
     if (us_findings_wanted()) {
         struct us_site site;
         us_site_capture(&site);
+        us_findings_prepare_thread();
         warm_pointer_query();
     }
 }

@@ -24,6 +24,11 @@ void us_findings_prepare(void)
     us_findings_rings_prepare();
 }
 
+void us_findings_prepare_thread(void)
+{
+    (void)us_findings_thread_id();
+}
+
 /* The finding on the timeline. Called with the lock held. */
 static void push_event(const struct us_findings_row *row, const struct us_finding *f, int tid)
 {

@@ -28,6 +28,12 @@ bool us_findings_wanted(void);
  * first finding's CUDA call, which would otherwise pay about 250 us. */
 void us_findings_prepare(void);
 
+/* The calling thread's share of its first finding, done now: its id (a
+ * system call, 2 us on an H200 host; session 30). The shim calls it inside
+ * the program's first device allocation, on the thread that is likely to
+ * make the first copies. */
+void us_findings_prepare_thread(void);
+
 /* Record one finding (aggregates; in warn mode prints a line for a new site). */
 void us_findings_record(const struct us_finding *f, const struct us_site *site);
 
