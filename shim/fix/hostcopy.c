@@ -73,7 +73,6 @@ static atomic_uint jobs_posted;  /* jobs queued so far: what a spinning worker w
 static _Atomic uint64_t last_done_ns; /* when a caller last saw its job done (0: never) */
 static atomic_bool back_to_back; /* the newest job came within HC_WORKER_SPIN_NS of the one before it ending */
 static atomic_uint spins;        /* spins begun (tests) */
-static atomic_uint worker_parts; /* parts the workers copied (tests) */
 static atomic_bool in_child;     /* after fork(): the pool does not exist here */
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 static int spawn_warned;
@@ -91,11 +90,6 @@ static void register_atfork(void)
 unsigned us_hostcopy_workers(void)
 {
     return atomic_load(&workers);
-}
-
-unsigned us_hostcopy_worker_parts(void)
-{
-    return atomic_load(&worker_parts);
 }
 
 unsigned us_hostcopy_worker_spins(void)
@@ -265,7 +259,6 @@ static void *worker_main(void *arg)
             continue; /* cannot happen: a job with no part left is off the queue */
         pthread_mutex_unlock(&pool.mu);
         copy_part(job, idx);
-        atomic_fetch_add_explicit(&worker_parts, 1, memory_order_relaxed);
         pthread_mutex_lock(&pool.mu);
         part_done_locked(job);
     }
@@ -304,11 +297,29 @@ static unsigned ensure_workers(unsigned want)
     return have;
 }
 
-
-/* One job of `bytes` split into parts, run by `helpers` workers and, when
- * `caller_claims`, the caller too. */
-static void pool_copy(void *dst, const void *src, size_t bytes, bool streaming, unsigned helpers, bool caller_claims)
+void us_hostcopy_start(void)
 {
+    unsigned threads = us_config()->copy_threads;
+    if (threads > 1 && !atomic_load(&in_child))
+        (void)ensure_workers(threads - 1);
+}
+
+static void hostcopy(void *dst, const void *src, size_t bytes, bool streaming)
+{
+    if (bytes == 0)
+        return;
+    const struct us_config *cfg = us_config();
+    unsigned threads = cfg->copy_threads;
+    if (bytes < cfg->copy_thread_min || threads <= 1 || bytes < 2 * (size_t)HC_PART_BYTES ||
+        atomic_load(&in_child)) {
+        copy_range(dst, src, bytes, streaming);
+        return;
+    }
+    unsigned helpers = ensure_workers(threads - 1);
+    if (helpers == 0) {
+        copy_range(dst, src, bytes, streaming);
+        return;
+    }
     size_t nparts = (bytes + HC_PART_BYTES - 1) / HC_PART_BYTES;
     size_t part = (bytes + nparts - 1) / nparts;
     part = (part + HC_PART_ALIGN - 1) / HC_PART_ALIGN * HC_PART_ALIGN;
@@ -330,14 +341,13 @@ static void pool_copy(void *dst, const void *src, size_t bytes, bool streaming, 
         tail = &(*tail)->queue_next;
     *tail = &job;
     atomic_fetch_add_explicit(&jobs_posted, 1, memory_order_release);
-    unsigned for_workers = caller_claims ? job.nparts - 1 : job.nparts;
-    if (for_workers >= helpers)
+    if (job.nparts - 1 >= helpers)
         pthread_cond_broadcast(&pool.work);
     else
-        for (unsigned i = 0; i < for_workers; i++)
+        for (unsigned i = 0; i + 1 < job.nparts; i++)
             pthread_cond_signal(&pool.work);
     unsigned idx;
-    while (caller_claims && claim_locked(&job, &idx)) {
+    while (claim_locked(&job, &idx)) {
         pthread_mutex_unlock(&pool.mu);
         copy_part(&job, idx);
         pthread_mutex_lock(&pool.mu);
@@ -351,52 +361,6 @@ static void pool_copy(void *dst, const void *src, size_t bytes, bool streaming, 
         pthread_mutex_unlock(&pool.mu);
     }
     atomic_store_explicit(&last_done_ns, us_now_ns(), memory_order_relaxed);
-}
-
-
-static void hostcopy(void *dst, const void *src, size_t bytes, bool streaming)
-{
-    if (bytes == 0)
-        return;
-    const struct us_config *cfg = us_config();
-    unsigned threads = cfg->copy_threads;
-    if (bytes < cfg->copy_thread_min || threads <= 1 || bytes < 2 * (size_t)HC_PART_BYTES ||
-        atomic_load(&in_child)) {
-        copy_range(dst, src, bytes, streaming);
-        return;
-    }
-    unsigned helpers = ensure_workers(threads - 1);
-    if (helpers == 0) {
-        copy_range(dst, src, bytes, streaming);
-        return;
-    }
-    pool_copy(dst, src, bytes, streaming, helpers, true);
-}
-
-/* One part for each worker, between two scratch buffers mapped for it, the
- * caller only waiting: what a thread does on its first part (its stack's
- * deeper pages, the copy's code) is done now, not in the program's first
- * large copy. */
-static void warm_workers(unsigned helpers)
-{
-    size_t bytes = (size_t)helpers * HC_PART_BYTES;
-    unsigned char *scratch =
-        mmap(NULL, 2 * bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-    if (scratch == MAP_FAILED)
-        return;
-    pool_copy(scratch + bytes, scratch, bytes, true, helpers, false);
-    munmap(scratch, 2 * bytes);
-}
-
-void us_hostcopy_start(void)
-{
-    unsigned threads = us_config()->copy_threads;
-    if (threads <= 1 || atomic_load(&in_child))
-        return;
-    static atomic_bool warmed;
-    unsigned helpers = ensure_workers(threads - 1);
-    if (helpers > 0 && !atomic_exchange(&warmed, true))
-        warm_workers(helpers);
 }
 
 void us_hostcopy(void *dst, const void *src, size_t bytes)

@@ -46,19 +46,15 @@ void us_hostcopy_to_staging(void *dst, const void *src, size_t bytes);
  * seen (option d2h_hugepages=0). Returns whether it advised (tests). */
 bool us_hostcopy_advise_fresh(void *dst, size_t bytes);
 
-/* Starts the pool's threads now, as many as a large copy would use, and
- * has each copy a part between two scratch buffers, the caller only waiting:
- * their creation was the first large pipelined copy's (on H100 hosts the
- * first 2 MiB H2D of a process's rows took 0.78-0.84 ms with the pool's
- * first slots pinned ahead and the threads not, 0.31-0.37 with both; native
- * 0.22-0.29), and a thread's first part pays what its later ones do not. */
+/* Starts the pool's threads now, as many as a large copy would use: their
+ * creation was the first large pipelined copy's (on H100 hosts the first
+ * 2 MiB H2D of a process's rows took 0.78-0.84 ms with the pool's first
+ * slots pinned ahead and the threads not, 0.31-0.37 with both; native
+ * 0.22-0.29). */
 void us_hostcopy_start(void);
 
 /* Worker threads running now (tests). 0 before the first large copy. */
 unsigned us_hostcopy_workers(void);
-
-/* Parts the workers (not the callers) copied (tests). */
-unsigned us_hostcopy_worker_parts(void);
 
 /* Times a worker, its part copied, spun for the next job instead of
  * sleeping (tests): only while jobs come back to back (hostcopy.c). */

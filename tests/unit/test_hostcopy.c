@@ -280,22 +280,6 @@ static void test_hostcopy_workers_sleep_after_lone_copies(void **state)
     free(dst);
 }
 
-/* The start's warm-up job: the workers copy every part of it, the caller
- * none, and the call returns (a job the caller does not share must still
- * wake enough workers). Once a process. */
-static void test_hostcopy_start_has_the_workers_copy_a_part(void **state)
-{
-    (void)state;
-    set_threads(4, 64u << 10);
-    unsigned before = us_hostcopy_worker_parts();
-    us_hostcopy_start();
-    unsigned workers = us_hostcopy_workers();
-    assert_int_equal(workers, 3);
-    assert_int_equal(us_hostcopy_worker_parts() - before, workers);
-    us_hostcopy_start(); /* the threads run: nothing more */
-    assert_int_equal(us_hostcopy_worker_parts() - before, workers);
-}
-
 /* --- fork ---------------------------------------------------------------------------- */
 
 static void test_hostcopy_after_fork(void **state)
@@ -407,7 +391,6 @@ int main(void)
     unsetenv("UNSTALL_D2H_HUGEPAGES");
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
     const struct CMUnitTest tests[] = {
-        T(test_hostcopy_start_has_the_workers_copy_a_part),
         T(test_hostcopy_one_thread),
         T(test_hostcopy_pool),
         T(test_hostcopy_fresh_destination),
