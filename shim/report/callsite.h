@@ -1,7 +1,7 @@
 /* callsite.h - where a finding came from: capture, identify, symbolize.
  *
- * Capture is cheap and runs only when a rule fires: backtrace(3) into the
- * site, the shim's own leading frames dropped (those inside the shim's
+ * Capture is cheap and runs only when a rule fires: a stack walk
+ * (unwinder.h) into the site, the shim's own leading frames dropped (those inside the shim's
  * executable segment), and for a Python program the innermost Python frames:
  * through the interpreter's C API (resolved with dlsym, never linked) when
  * the calling thread holds the GIL, or, when it released the GIL (PyTorch
