@@ -13,7 +13,8 @@
 # turns the copy's signal masking off, which only its own walks may skip
 # (unwinder.c says why). Where the soname is not found exactly once, the copy
 # keeps its own and its masking stays on.
-# Nothing to copy is no error: the shim then uses the system's, or backtrace(3).
+# Nothing to copy is no error: a copy already there stays, else the shim uses
+# the system's, or backtrace(3).
 #
 # Usage: tools/bundle-unwind.sh DIR [CC]
 dir=$1 cc=${2:-cc}
@@ -34,6 +35,11 @@ case "$found" in
             exit $?
         fi ;;
 esac
-rm -f "$dir/libunwind.so.8"
+# A build folder carried to a machine without the library (a GPU machine) may
+# be rebuilt there: the copy it carries stays.
+if [ -f "$dir/libunwind.so.8" ]; then
+    echo "bundle-unwind: no libunwind.so.8 on this machine: the copy already in $dir stays"
+    exit 0
+fi
 echo "bundle-unwind: no libunwind.so.8 on this machine: the shim will use the system's where it runs, else backtrace(3) (install libunwind8)"
 exit 0

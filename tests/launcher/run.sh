@@ -255,5 +255,44 @@ else
     if [ -z "$left" ]; then pass uninstall_removes_every_file; else fail uninstall_removes_every_file "left: $left"; fi
 fi
 
+# --- tools/bundle-unwind.sh: the copy beside the shim, under a soname of its own -
+if [ "$target" = fake ]; then
+    bundle="$root/tools/bundle-unwind.sh"
+    found=$(${CC:-cc} -print-file-name=libunwind.so.8 2>/dev/null)
+    if [ -f "$found" ] && command -v readelf >/dev/null 2>&1; then
+        before=$(cksum <"$found")
+        sh "$bundle" "$work/bundle1" >"$work/bundle1.out" 2>&1
+        soname=$(readelf -d "$work/bundle1/libunwind.so.8" 2>/dev/null | grep SONAME)
+        case "$soname" in
+            *"[libunwind-us.8]"*) pass bundle_unwind_gives_the_copy_its_own_soname ;;
+            *) fail bundle_unwind_gives_the_copy_its_own_soname "$soname $(cat "$work/bundle1.out")" ;;
+        esac
+        # the same size, 14 bytes apart at most, and the machine's own file untouched
+        differ=$(cmp -l "$found" "$work/bundle1/libunwind.so.8" 2>&1 | wc -l)
+        if [ "$(cksum <"$found")" = "$before" ] && [ "$differ" -ge 1 ] && [ "$differ" -le 14 ] &&
+            [ "$(wc -c <"$found")" = "$(wc -c <"$work/bundle1/libunwind.so.8")" ]; then
+            pass bundle_unwind_patches_the_copy_only
+        else fail bundle_unwind_patches_the_copy_only "$differ bytes differ"; fi
+    else
+        pass "bundle_unwind_gives_the_copy_its_own_soname (this machine has no libunwind.so.8 or readelf)"
+    fi
+    # a library without the soname: copied as it is, and said so
+    printf '#!/bin/sh\necho %s\n' "$fake/libcudart.so.13" >"$work/cc_other"
+    sh "$bundle" "$work/bundle2" "sh $work/cc_other" >"$work/bundle2.out" 2>&1
+    if cmp -s "$fake/libcudart.so.13" "$work/bundle2/libunwind.so.8" && grep -q "not found once" "$work/bundle2.out"; then
+        pass bundle_unwind_copies_as_it_is_without_the_soname
+    else fail bundle_unwind_copies_as_it_is_without_the_soname "$(cat "$work/bundle2.out")"; fi
+    # nothing on this machine: a copy already there stays (a build folder carried to a GPU machine)
+    printf '#!/bin/sh\necho libunwind.so.8\n' >"$work/cc_none"
+    sh "$bundle" "$work/bundle2" "sh $work/cc_none" >"$work/bundle3.out" 2>&1
+    if [ -f "$work/bundle2/libunwind.so.8" ] && grep -q "stays" "$work/bundle3.out"; then
+        pass bundle_unwind_keeps_a_carried_copy
+    else fail bundle_unwind_keeps_a_carried_copy "$(cat "$work/bundle3.out")"; fi
+    sh "$bundle" "$work/bundle4" "sh $work/cc_none" >"$work/bundle4.out" 2>&1
+    rc=$?
+    if [ "$rc" -eq 0 ] && [ ! -e "$work/bundle4/libunwind.so.8" ]; then pass bundle_unwind_none_is_no_error
+    else fail bundle_unwind_none_is_no_error "$(cat "$work/bundle4.out")"; fi
+fi
+
 echo "launcher: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
