@@ -280,7 +280,7 @@ bench: shim $(SCN_GPU_BIN) $(SCN_GPU_STATIC_BIN)
 # what the shim's building blocks cost on this CPU (no GPU): tools/bench/costs.c
 $(BUILD)/bench/costs: tools/bench/costs.c $(CORE_LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) $< -o $@ $(CORE_LIB) -ldl -pthread -lm
+	$(CC) $(CPPFLAGS) $(CFLAGS) -Itests/common $< -o $@ $(CORE_LIB) -ldl -pthread -lm
 
 .PHONY: bench-costs
 bench-costs: $(BUILD)/bench/costs

@@ -15,6 +15,7 @@
 
 #include <cmocka.h>
 
+#include "bundled_unwind.h"
 #include "summary.h"
 
 #include "unwinder.h"
@@ -28,17 +29,7 @@ static bool under_tsan(void)
 
 static bool find_bundled(void)
 {
-    char self[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (n <= 0)
-        return false;
-    self[n] = '\0';
-    char *slash = strrchr(self, '/');
-    if (slash == NULL)
-        return false;
-    *slash = '\0'; /* BUILD/unit */
-    int len = snprintf(bundled, sizeof bundled, "%.*s/../unstall/libunwind.so.8", PATH_MAX / 2, self);
-    return len > 0 && (size_t)len < sizeof bundled && access(bundled, R_OK) == 0;
+    return us_bundled_unwind_path(bundled, sizeof bundled) != NULL;
 }
 
 static void *walked_from;

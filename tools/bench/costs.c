@@ -26,6 +26,8 @@
 #include "ptrtable.h"
 #include "unwinder.h"
 
+#include "bundled_unwind.h"
+
 static double now_ns(void)
 {
     struct timespec ts;
@@ -108,24 +110,6 @@ static void finding_costs(void)
 
 /* --- the unwinder's first walk through a return address ----------------------------- */
 
-/* BUILD/unstall/libunwind.so.8 (this program is in BUILD/bench): the copy the
- * shim loads, chosen here as the shim would choose it. */
-static const char *bundled_unwinder(void)
-{
-    static char path[PATH_MAX];
-    char self[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (n <= 0)
-        return NULL;
-    self[n] = '\0';
-    char *slash = strrchr(self, '/');
-    if (slash == NULL)
-        return NULL;
-    *slash = '\0';
-    int len = snprintf(path, sizeof path, "%.*s/../unstall/libunwind.so.8", PATH_MAX / 2, self);
-    return len > 0 && (size_t)len < sizeof path && access(path, R_OK) == 0 ? path : NULL;
-}
-
 /* Each walker's return address is met once per libunwind copy (each copy
  * has its own cache): a walk through one new address. */
 #define WALKER(k)                                                  \
@@ -161,19 +145,14 @@ static const char *const unwinder_names[] = {
     [US_UNWINDER_LIBUNWIND_PRIVATE] = "private libunwind, signal masking off",
 };
 
+/* One copy's figures: the bundled copy at `bundled`, or (NULL) the system's. */
 static void unwind_costs(const char *bundled)
 {
-    const char *choices[] = {bundled, NULL};
-    for (int c = 0; c < 2; c++) {
-        if (c == 0 && bundled == NULL)
-            continue;
-        us_unwinder_choose_from(choices[c]);
-        enum us_unwinder_kind kind = us_unwinder_kind();
-        double new_ns, known_ns;
-        new_address_walks(&new_ns, &known_ns);
-        printf("costs: unwind.new_address %.0f ns, known %.0f ns (%s)\n", new_ns, known_ns, unwinder_names[kind]);
-    }
     us_unwinder_choose_from(bundled);
+    double new_ns, known_ns;
+    new_address_walks(&new_ns, &known_ns);
+    printf("costs: unwind.new_address %.0f ns, known %.0f ns (%s)\n", new_ns, known_ns,
+           unwinder_names[us_unwinder_kind()]);
 }
 
 /* --- the pointer table ---------------------------------------------------------------- */
@@ -300,10 +279,14 @@ int main(int argc, char **argv)
     size_t mib = argc > 1 ? strtoul(argv[1], NULL, 10) : 256;
     us_config_load(&config, NULL, NULL, NULL, NULL);
     use_config();
-    const char *bundled = bundled_unwinder();
+    /* the copy the shim loads, chosen here as the shim would choose it */
+    char path[PATH_MAX];
+    const char *bundled = us_bundled_unwind_path(path, sizeof path);
     us_unwinder_choose_from(bundled);
     finding_costs();
-    unwind_costs(bundled);
+    if (bundled != NULL)
+        unwind_costs(bundled);
+    unwind_costs(NULL);
     ptrtable_costs();
     hostcopy_costs(mib ? mib : 256);
     return 0;
