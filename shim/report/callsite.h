@@ -1,15 +1,15 @@
 /* callsite.h - where a finding came from: capture, identify, symbolize.
  *
  * Capture is cheap and runs only when a rule fires: a stack walk
- * (unwinder.h) into the site, the shim's own leading frames dropped (those inside the shim's
- * executable segment), and for a Python program the innermost Python frames:
- * through the interpreter's C API (resolved with dlsym, never linked) when
- * the calling thread holds the GIL, or, when it released the GIL (PyTorch
- * does around tensor operations), by reading its frames without the API for
- * the CPython versions whose layout is known. The GIL is never taken.
- * Nothing is symbolized at
- * capture: frames are named (dladdr, demangled when the program has
- * libstdc++) when a warning, a strict-mode message or the report needs them. */
+ * (unwinder.h) into the site, the shim's own leading frames dropped (those
+ * inside the shim's executable segment), and for a Python program the
+ * innermost Python frames: through the interpreter's C API (resolved with
+ * dlsym, never linked) when the calling thread holds the GIL, or, when it
+ * released the GIL (PyTorch does around tensor operations), by reading its
+ * frames without the API for the CPython versions whose layout is known.
+ * The GIL is never taken. Nothing is symbolized at capture: frames are named
+ * (dladdr, demangled when the program has libstdc++) when a warning, a
+ * strict-mode message or the report needs them. */
 #ifndef UNSTALL_CALLSITE_H
 #define UNSTALL_CALLSITE_H
 

@@ -269,7 +269,7 @@ static void choose_locked(void)
                 private_copy ? ", a private copy: its signal masking off" : "");
 }
 
-static void choose(void)
+static void choose_slow(void)
 {
     pthread_mutex_lock(&unwinder.lock);
     if (!atomic_load_explicit(&unwinder.chosen, memory_order_relaxed)) {
@@ -279,13 +279,19 @@ static void choose(void)
     pthread_mutex_unlock(&unwinder.lock);
 }
 
+/* The unwinder chosen, on the first call: one load after that. */
+static inline void choose(void)
+{
+    if (!atomic_load_explicit(&unwinder.chosen, memory_order_acquire))
+        choose_slow();
+}
+
 int us_unwind(void **frames, int max)
 {
     if (walking)
         return 0;
     walking = true;
-    if (!atomic_load_explicit(&unwinder.chosen, memory_order_acquire))
-        choose();
+    choose();
     int n = unwinder.walk(frames, max);
     walking = false;
     return n;
@@ -293,8 +299,7 @@ int us_unwind(void **frames, int max)
 
 enum us_unwinder_kind us_unwinder_kind(void)
 {
-    if (!atomic_load_explicit(&unwinder.chosen, memory_order_acquire))
-        choose();
+    choose();
     return unwinder.kind;
 }
 
