@@ -20,7 +20,7 @@
  * call site names them: rules_prog!fire_<rule>.
  *
  * Sizes, which check.py knows too: BIG is above every size threshold of the
- * shim's defaults (h2d_min_bytes 1m, peer_min_bytes 256k), SMALL_H2D below
+ * shim's defaults (h2d_min_bytes 2m, peer_min_bytes 256k), SMALL_H2D below
  * h2d_min_bytes, SMALL_PEER below peer_min_bytes, TINY_D2H 4 bytes (every
  * pageable D2H is rewritten: d2h_min_bytes 0). */
 #include <cuda_runtime_api.h>
