@@ -15,16 +15,17 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 TABLE = os.path.join(ROOT, "tools", "bench", "smallcopy_table.py")
 
 
-def rows(op, size, rounds, ok=None):
+def rows(op, size, rounds, ok=None, gap=None):
     """smallcopy.c's lines for one row, one round each: a SMALLCOPY summary
-    (of that round's calls) and its SMALLCOPY_TIMES line."""
+    (of that round's calls) and its SMALLCOPY_TIMES line; gap: the summary's
+    gap_us field (None: left out, as before smallcopy.c wrote it)."""
     out = []
     ok = ok if ok is not None else (1,) * len(rounds)
     for i, times in enumerate(rounds):
         s = sorted(times)
         p99 = s[int(0.99 * (len(s) - 1) + 0.5)]
         out.append(f"SMALLCOPY op={op} bytes={size} reps={len(s)} first_us={times[0]:.1f} median_us={s[len(s) // 2]:.1f} "
-                   f"p99_us={p99:.1f} max_us={s[-1]:.1f} ok={ok[i]}")
+                   f"p99_us={p99:.1f} max_us={s[-1]:.1f} ok={ok[i]}" + (f" gap_us={gap}" if gap is not None else ""))
         out.append(f"SMALLCOPY_TIMES op={op} bytes={size} us=" + ",".join(f"{t:.1f}" for t in times))
     return out
 
@@ -129,6 +130,14 @@ class SmallcopyTable(unittest.TestCase):
         self.assertTrue(got["h2d 64"].endswith("slower: p99 1/4"), got["h2d 64"])
         self.assertTrue(got["h2d 4"].endswith("slower: p99 4/4"), got["h2d 4"])
         self.assertIn("the rounds whose own figure is that much worse", out)
+
+    def test_rows_run_apart_are_said_to_be(self):
+        got, out = table(rows("h2d", 4, [[20.0] * 10] * 2, gap=2000), rows("h2d", 4, [[21.0] * 10] * 2, gap=2000))
+        self.assertTrue(got["h2d 4"].endswith("ok"), got["h2d 4"])
+        self.assertIn("after the host slept 2000 us (SMALLCOPY_GAP_US)", out)
+        for gap in (0, None):  # back to back, as written now or before the field
+            _, out = table(rows("h2d", 4, [[8.0] * 10], gap=gap), rows("h2d", 4, [[8.0] * 10], gap=gap))
+            self.assertNotIn("SMALLCOPY_GAP_US", out)
 
     def test_without_control_no_control_column(self):
         got, out = table(rows("h2d", 4, [[8.0] * 10]), rows("h2d", 4, [[8.0] * 10]))

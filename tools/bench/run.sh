@@ -7,7 +7,9 @@
 # BUILD_DIR/bench.md); the chart (tools/bench/chart.py: bars per case and a
 # timeline of case B) to BENCH_SVG (BUILD_DIR/bench.svg) and its figures to
 # BENCH_JSON (BUILD_DIR/bench.json). Every figure comes from the programs'
-# RESULT lines and the shim's JSON report.
+# RESULT lines and the shim's JSON report. Then the small-copy tables
+# (tools/bench/smallcopy.sh: back to back, and 2 ms apart) and a process's
+# first copies (tools/bench/firstcall.sh).
 #
 # Usage: tools/bench/run.sh [BUILD_DIR]
 # Environment: BENCH_OUT, BENCH_SVG, BENCH_JSON, BENCH_RUNS (default BUILD_DIR/bench-runs), SCN_* knobs
@@ -80,6 +82,13 @@ python3 "$here/chart.py" --native "$out/native" --shim "$out/shim" --timeline "$
 echo
 echo "bench: small copies, 4 B to 256 MiB, natively and under the shim (tools/bench/smallcopy.sh)"
 sh "$here/smallcopy.sh" "$build" | tee "$build/smallcopy.md"
+echo
+# the same with the host idle 2 ms before each call, as a training loop's
+# copies come between steps (its copy threads asleep, its caches cold): fewer
+# calls and rounds, sizes up to 4 MiB
+echo "bench: small copies 2 ms apart, 4 B to 4 MiB, natively and under the shim (tools/bench/smallcopy.sh)"
+SMALLCOPY_GAP_US=2000 SMALLCOPY_REPS=30 SMALLCOPY_SMALL_ROUNDS=8 SMALLCOPY_OUT="$build/smallcopy-idle" \
+    sh "$here/smallcopy.sh" "$build" 4194304 | tee "$build/smallcopy-idle.md"
 echo
 echo "bench: a process's first copies, 10 processes each, natively and under the shim (tools/bench/firstcall.sh)"
 sh "$here/firstcall.sh" "$build" 10 | tee "$build/firstcall.md"

@@ -12,8 +12,9 @@
  *   d2h_async  cudaMemcpyAsync device-to-host on a created stream + cudaStreamSynchronize
  *   h2d_async  cudaMemcpyAsync host-to-device on a created stream + cudaStreamSynchronize
  * Output, one line a row:
- *   SMALLCOPY op=<op> bytes=<n> reps=<r> first_us=<t> median_us=<t> p99_us=<t> max_us=<t> ok=<0|1>
- * ok: the bytes that came back are the bytes that went (checked after the row).
+ *   SMALLCOPY op=<op> bytes=<n> reps=<r> first_us=<t> median_us=<t> p99_us=<t> max_us=<t> ok=<0|1> gap_us=<g>
+ * ok: the bytes that came back are the bytes that went (checked after the row);
+ * gap_us: the sleep before each call but the first (SMALLCOPY_GAP_US, below).
  *
  * Usage: smallcopy [MAX_BYTES [OP...]]   (default 256 MiB, every op; the script
  * runs one op a process, so that each op's first row holds a first copy)
@@ -133,8 +134,8 @@ static void row(enum op op, size_t bytes, unsigned char *host, unsigned char *ba
         free(in_order);
     }
     size_t p99 = (size_t)(0.99 * (reps - 1) + 0.5);
-    printf("SMALLCOPY op=%s bytes=%zu reps=%u first_us=%.1f median_us=%.1f p99_us=%.1f max_us=%.1f ok=%d\n",
-           op_name[op], bytes, reps, first, t[reps / 2], t[p99], t[reps - 1], ok);
+    printf("SMALLCOPY op=%s bytes=%zu reps=%u first_us=%.1f median_us=%.1f p99_us=%.1f max_us=%.1f ok=%d gap_us=%ld\n",
+           op_name[op], bytes, reps, first, t[reps / 2], t[p99], t[reps - 1], ok, gap);
     fflush(stdout);
     free(t);
 }

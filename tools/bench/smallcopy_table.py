@@ -27,6 +27,9 @@ median or p99, from its SMALLCOPY line; rounds are paired in file order, as
 smallcopy.sh runs them). A pooled figure that one slow process moved shows a
 small count; a cost every process pays shows them all.
 
+Rows that smallcopy.c ran with a sleep before each call (SMALLCOPY_GAP_US: its
+lines say gap_us) are said to be so under the table.
+
 Usage: smallcopy_table.py NATIVE_FILE SHIM_FILE [CONTROL_FILE]
 Exit status 0; the verdict column says where unstall loses."""
 import re
@@ -56,7 +59,8 @@ def load(path):
         per_round = [{k: float(r[k]) for k in VERDICT_KEYS} for r in rounds]
         firsts = sorted(r["first_us"] for r in per_round)
         row = {"first_us": firsts[len(firsts) // 2], "ok": all(r["ok"] == "1" for r in rounds),
-               "rounds": len(rounds), "per_round": per_round}
+               "rounds": len(rounds), "per_round": per_round,
+               "gap_us": max(int(r.get("gap_us", "0")) for r in rounds)}
         calls = sorted(t for run in times.get(key, []) for t in run)
         if len(times.get(key, [])) == len(rounds) and calls:
             row.update(median_us=calls[len(calls) // 2], p99_us=p99_of(calls), max_us=calls[-1])
@@ -147,6 +151,10 @@ def main():
                               "over every round's calls, first the median of the rounds' first calls" if many > 1 else "")
           + ("; control: median and p99 of the same program with the shim loaded and disabled" if control is not None
              else ""))
+    gaps = sorted({row["gap_us"] for row in list(native.values()) + list(shim.values())} - {0})
+    if gaps:
+        print(f"each call but a row's first after the host slept {' or '.join(str(g) for g in gaps)} us "
+              "(SMALLCOPY_GAP_US): the host idle before it, as a program's copy between two steps")
 
 
 if __name__ == "__main__":
