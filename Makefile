@@ -22,6 +22,12 @@ ifneq ($(SANITIZE),)
 SAN_FLAGS := -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recover=all
 CFLAGS    += $(SAN_FLAGS)
 endif
+# PROBE=1 (with a BUILD dir of its own): the shim times each copy's steps on
+# the calling thread and writes them at exit (shim/base/probe.h,
+# tools/bench/probe_steps.py); in other builds the stamps are not compiled.
+ifneq ($(PROBE),)
+CPPFLAGS  += -DUS_PROBE
+endif
 SHIM_CFLAGS := $(CFLAGS) -fvisibility=hidden
 
 CORE_SRC  := $(foreach layer,$(SHIM_LAYERS),$(wildcard shim/$(layer)/*.c))

@@ -66,6 +66,7 @@ suite layers python3 tests/common/run_unittest.py layers tests/layers
 [ -x tests/detect/run.sh ] && suite detect sh tests/detect/run.sh "$build"
 [ -x tests/hang/run.sh ] && suite hang sh tests/hang/run.sh "$build"
 [ -x tests/launcher/run.sh ] && suite launcher sh tests/launcher/run.sh "$build"
+[ -x tests/probe/run.sh ] && suite probe sh tests/probe/run.sh "$build"
 [ -x tests/driver/run.sh ] && suite driver sh tests/driver/run.sh "$build"
 if [ -x tests/conformance/run.sh ]; then
     # natively (the model against the real GPU's table), then under the shim

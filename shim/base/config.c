@@ -38,6 +38,7 @@ static const char *const us_known_vars[] = {
     "UNSTALL_CONFIG",    /* the config file; read by us_config() */
     "UNSTALL_LIB",       /* tools/unstall: the libunstall.so to preload */
     "UNSTALL_PRELOADED", /* reserved for a launcher to mark the program it starts */
+    "UNSTALL_PROBE_OUT", /* a probe build's (make PROBE=1) file for its step times: probe.h */
 };
 
 /* Options that existed and were removed: setting one says why, once per

@@ -20,6 +20,7 @@
 #include "staging.h"
 #include "pipeline.h"
 #include "policy.h"
+#include "probe.h"
 #include "ptrtable.h"
 #include "real.h"
 #include "state.h"
@@ -47,8 +48,10 @@ struct copy_site {
  * on an H200 host (session 27, docs/performance.md). */
 __attribute__((always_inline)) static inline void take_site(struct copy_site *s)
 {
-    if (!s->taken)
+    if (!s->taken) {
         us_site_capture(&s->site);
+        US_PROBE_STAMP(site_taken);
+    }
     s->taken = true;
 }
 
@@ -164,6 +167,7 @@ cudaError_t us_copy_run(struct us_copy *c)
 {
     if (us_passthrough())
         return us_copy_native(c);
+    US_PROBE_ENTER();
     /* legacy_stream (case E): the copy may go to another stream; a
      * synchronous one only to the per-thread stream (its _ptds variant) */
     struct us_legacy_move move = {.ordered = false};
@@ -177,6 +181,7 @@ cudaError_t us_copy_run(struct us_copy *c)
     cudaError_t result = copy_run(c);
     us_hang_leave(&hang);
     us_legacy_move_end(&move, result == cudaSuccess);
+    US_PROBE_LEAVE(us_copy_api_name(c->api), us_copy_path_name(c->path), c->bytes);
     return result;
 }
 
@@ -187,6 +192,7 @@ static void classify_and_decide(struct us_copy *c, const struct us_config *cfg, 
     us_classify_copy(c);
     struct us_call_facts facts = { .legacy_with_blocking = us_legacy_contended(c->stream_kind) };
     us_policy_decide(c, cfg, &facts, decision);
+    US_PROBE_STAMP(classified);
 }
 
 /* The findings of one copy, at its call site; `engine`: the busy engine's
@@ -220,6 +226,7 @@ static void record_findings(const struct us_copy *c, const struct us_decision *d
         }
         us_findings_record(&f, site);
     }
+    US_PROBE_STAMP(recorded);
 }
 
 /* A copy that goes native whatever its memory (us_policy_native_by_kind)
@@ -238,6 +245,7 @@ static cudaError_t native_then_classify(struct us_copy *c, const struct us_confi
     uint64_t start = us_now_ns();
     cudaError_t result = us_copy_native(c);
     uint64_t end = us_now_ns();
+    US_PROBE_STAMP(native_done);
     us_state_leave();
     struct us_decision decision;
     classify_and_decide(c, cfg, &decision);
@@ -275,6 +283,7 @@ static inline __attribute__((always_inline)) cudaError_t copy_run(struct us_copy
     bool record = decision.rule_count > 0 && wanted;
     if (!record && decision.action == US_ACT_NATIVE && !stage) {
         cudaError_t native = us_engine_native(c, &engine);
+        US_PROBE_STAMP(native_done);
         us_engine_end(&engine);
         return native;
     }
@@ -296,8 +305,10 @@ static inline __attribute__((always_inline)) cudaError_t copy_run(struct us_copy
                  : decision.action != US_ACT_NATIVE &&
                        run_pipeline(decision.action, c, copy_context(&home, &looked), record ? &site : NULL,
                                     &result);
-    if (!fixed)
+    if (!fixed) {
         result = us_engine_native(c, &engine);
+        US_PROBE_STAMP(native_done);
+    }
     uint64_t end = us_now_ns();
     us_state_leave();
     us_engine_end(&engine);

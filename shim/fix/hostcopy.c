@@ -23,6 +23,7 @@
 
 #include "config.h"
 #include "log.h"
+#include "probe.h"
 #include "state.h"
 #include "thread.h"
 
@@ -346,6 +347,7 @@ static void hostcopy(void *dst, const void *src, size_t bytes, bool streaming)
     else
         for (unsigned i = 0; i + 1 < job.nparts; i++)
             pthread_cond_signal(&pool.work);
+    US_PROBE_STAMP(workers_woken);
     unsigned idx;
     while (claim_locked(&job, &idx)) {
         pthread_mutex_unlock(&pool.mu);
@@ -354,6 +356,7 @@ static void hostcopy(void *dst, const void *src, size_t bytes, bool streaming)
         part_done_locked(&job);
     }
     pthread_mutex_unlock(&pool.mu);
+    US_PROBE_STAMP(own_parts_done);
     if (!spin_until(all_done, &job, HC_SPIN_NS)) {
         pthread_mutex_lock(&pool.mu);
         while (atomic_load(&job.done) < job.nparts)

@@ -7,6 +7,7 @@
 #include "findings.h"
 #include "inflight.h"
 #include "log.h"
+#include "probe.h"
 #include "state.h"
 #include "streams.h"
 
@@ -95,6 +96,7 @@ bool us_pipe_begin(struct us_pipe *p, const struct us_copy *c, const struct us_c
                     US_INFLIGHT_MAX);
         goto declined;
     }
+    US_PROBE_STAMP(pipe_begun);
     return true;
 
 declined:
@@ -104,6 +106,7 @@ declined:
 
 void us_pipe_end(struct us_pipe *p, const char *span, int device)
 {
+    US_PROBE_STAMP(pipe_done);
     us_inflight_end(p->inflight);
     restore_mode(p);
     if (span != NULL)
@@ -170,6 +173,7 @@ bool us_pipe_claim(const struct us_pipe *p, unsigned want, enum us_pipe_claim_mo
         us_pipe_release(s);
         return false;
     }
+    US_PROBE_STAMP(slots_claimed);
     return true;
 }
 
@@ -234,5 +238,7 @@ void us_pipe_release(struct us_pipe_slots *s)
  * needs once the kernel's module is loaded. */
 cudaError_t us_pipe_wait(const struct us_real_api *real, cudaEvent_t event)
 {
-    return real->cudaEventSynchronize(event);
+    cudaError_t err = real->cudaEventSynchronize(event);
+    US_PROBE_STAMP(waited);
+    return err;
 }

@@ -30,6 +30,7 @@
 #include "hostcopy.h"
 #include "log.h"
 #include "pipeline_common.h"
+#include "probe.h"
 
 static int logged_idle_native, logged_hugepages;
 
@@ -45,6 +46,7 @@ static cudaError_t issue_chunk(const struct us_pipe *p, struct us_pipe_slots *s,
         return err;
     *issued = true;
     err = p->real->cudaEventRecord(s->event[k], p->stream);
+    US_PROBE_STAMP(issued);
     s->pending[k] = err == cudaSuccess ? (int)p->stream_ctx->index : US_STAGING_LOST;
     return err;
 }
@@ -83,6 +85,7 @@ static cudaError_t copy_rest(struct us_d2h_run *run)
             break;
         s->pending[k] = -1;
         us_hostcopy((char *)c->dst + run->off[k], s->slot[k]->ptr, run->len[k]);
+        US_PROBE_STAMP(host_copied);
         if (run->next < c->bytes) {
             run->off[k] = run->next;
             run->len[k] = us_pipe_chunk_room(s, k, c->bytes - run->next);

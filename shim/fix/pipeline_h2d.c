@@ -47,6 +47,7 @@
 #include "hostcopy.h"
 #include "log.h"
 #include "pipeline_common.h"
+#include "probe.h"
 
 static int logged_idle_native;
 
@@ -85,11 +86,13 @@ bool us_pipeline_h2d(const struct us_copy *c, const struct us_ctx *home, cudaErr
             s.pending[k] = -1;
         }
         us_hostcopy_to_staging(s.slot[k]->ptr, (const char *)c->src + off, len);
+        US_PROBE_STAMP(host_copied);
         err = real->cudaMemcpyAsync((char *)c->dst + off, s.slot[k]->ptr, len, cudaMemcpyHostToDevice, p.stream);
         if (err != cudaSuccess)
             break;
         off += len;
         err = real->cudaEventRecord(s.event[k], p.stream);
+        US_PROBE_STAMP(issued);
         s.pending[k] = err == cudaSuccess ? (int)p.stream_ctx->index : US_STAGING_LOST;
         if (err != cudaSuccess) {
             i++;
