@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """tests/probe: checks a probe build's step records (tests/probe/run.sh).
 
-Usage: check.py STEPS_FILE PLAIN_SHIM PROBE_SHIM"""
+Usage: check.py STEPS_FILE PLAIN_SHIM PROBE_SHIM PROBE_SH_OUTPUT REFUSED_OUTPUT REFUSED_STATUS
+(the last three: tools/bench/probe.sh's output over the probe build, and its
+output and exit status over the plain one)"""
 import os
 import re
 import subprocess
@@ -39,7 +41,7 @@ def symbols(lib):
     return p.stdout if p.returncode == 0 else ""
 
 
-def main(path, plain, probe):
+def main(path, plain, probe, table, refused, refused_status):
     recs = records(path)
     # smallcopy: per op, 6 rows of 3 calls + the row's check copy, and the
     # H2D rows' check copy is a D2H
@@ -62,8 +64,13 @@ def main(path, plain, probe):
         and "pipe_begun" not in s for s in small), small[:1])
     p = subprocess.run([sys.executable, STEPS, path], capture_output=True, text=True)
     check("probe_steps.py puts them side by side", p.returncode == 0 and re.search(
-        r"^cudaMemcpy D2H_pageable 4 MiB: the first call of 1 process\(es\) \| [3-9] later call\(s\)", p.stdout, re.M)
+        r"^cudaMemcpy D2H_pageable 4 MiB: the first call of [12] process\(es\) \| [1-9] later call\(s\)", p.stdout, re.M)
           and re.search(r"^  waited +[0-9.]+ \(\+ *[0-9.]+\) \| +[0-9.]+", p.stdout, re.M), p.stdout[:400] + p.stderr)
+    text = open(table).read()
+    check("probe.sh says where it ran and prints the table", text.startswith("probe: simulated runtime") and
+          re.search(r"^cudaMemcpy H2D_pageable 4 B: the first call of [12] process", text, re.M), text[:300])
+    text = open(refused).read()
+    check("probe.sh refuses a plain build", refused_status != "0" and "is not a probe build" in text, text[:300])
     check("the probe build has the stamps", "us_probe_stamp" in symbols(probe))
     check("a plain build has none", symbols(plain) != "" and "us_probe" not in symbols(plain))
     print(f"probe: {passed} passed, {failed} failed")
@@ -71,4 +78,4 @@ def main(path, plain, probe):
 
 
 if __name__ == "__main__":
-    sys.exit(main(*sys.argv[1:4]))
+    sys.exit(main(*sys.argv[1:7]))
