@@ -11,14 +11,10 @@ build=$(cd "${1:-build}" && pwd) || exit 1
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 cuda=${CUDA_HOME:-/usr/local/cuda}
-if nvidia-smi -L >/dev/null 2>&1; then
-    libdir=$cuda/lib64 where="GPU: $(nvidia-smi -L | head -1)"
-else
-    libdir=$build/fakecuda where="simulated runtime (no GPU): figures mean nothing"
-fi
+. "$here/bench_runtime.sh"
+bench_runtime apicost "$build/fakecuda"
 mkdir -p "$build/bench"
-${CC:-gcc} -std=c11 -D_GNU_SOURCE -O2 -Wall -Wextra -Werror -I"$cuda/include" "$here/apicost.c" -o "$build/bench/apicost" \
-    -L"$libdir" -lcudart -Wl,-rpath,"$libdir" -ldl || exit 1
+bench_build "$here/apicost.c" "$build/bench/apicost" -ldl || exit 1
 ${CC:-gcc} -std=c11 -D_GNU_SOURCE -O2 -Wall -Wextra -Werror -fPIC -shared -I"$cuda/include" -I"$root/shim/base" \
     "$here/callprof.c" -o "$build/bench/libcallprof.so" -ldl || exit 1
 "$build/bench/apicost" ${2:-} >"$build/bench/apicost.native" || exit 1

@@ -17,15 +17,11 @@ here=$(cd "$(dirname "$0")" && pwd)
 cuda=${CUDA_HOME:-/usr/local/cuda}
 shim=$build/libunstall.so
 [ -f "$shim" ] || { echo "firstcall: missing $shim (make shim)"; exit 1; }
-if nvidia-smi -L >/dev/null 2>&1; then
-    libdir=$cuda/lib64 where="GPU: $(nvidia-smi -L | head -1)"
-else
-    libdir=$build/fakecuda where="simulated runtime (no GPU): figures mean nothing"
-fi
+. "$here/bench_runtime.sh"
+bench_runtime firstcall "$build/fakecuda"
 mkdir -p "$build/bench"
 bin=$build/bench/firstcall
-${CC:-gcc} -std=c11 -D_GNU_SOURCE -O2 -Wall -Wextra -Werror -I"$cuda/include" "$here/firstcall.c" -o "$bin" \
-    -L"$libdir" -lcudart -Wl,-rpath,"$libdir" || exit 1
+bench_build "$here/firstcall.c" "$bin" || exit 1
 out=$(mktemp -d)
 variants="native shim"
 for v in ${FIRSTCALL_VARIANTS:-}; do variants="$variants $v"; done

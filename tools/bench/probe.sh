@@ -25,16 +25,11 @@ shim=$build/libunstall.so
 out=${PROBE_OUT:-$build/probe-steps}
 nm "$shim" 2>/dev/null | grep -q us_probe_stamp ||
     { echo "probe: $shim is not a probe build (make PROBE=1 BUILD=$build shim)"; exit 1; }
-if nvidia-smi -L >/dev/null 2>&1; then
-    libdir=$cuda/lib64 where="GPU: $(nvidia-smi -L | head -1)"
-else
-    libdir=${FAKECUDA_DIR:-$build/fakecuda} where="simulated runtime (no GPU): figures mean nothing"
-    [ -f "$libdir/libcudart.so.13" ] || { echo "probe: missing $libdir/libcudart.so.13 (make fakecuda)"; exit 1; }
-fi
+. "$here/bench_runtime.sh"
+bench_runtime probe "${FAKECUDA_DIR:-$build/fakecuda}"
 mkdir -p "$out"
 bin=$out/smallcopy
-${CC:-gcc} -std=c11 -D_GNU_SOURCE -O2 -Wall -Wextra -Werror -I"$cuda/include" "$here/smallcopy.c" -o "$bin" \
-    -L"$libdir" -lcudart -Wl,-rpath,"$libdir" || exit 1
+bench_build "$here/smallcopy.c" "$bin" || exit 1
 : >"$out/steps"
 : >"$out/shim.err"
 round=0

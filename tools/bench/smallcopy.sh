@@ -37,14 +37,9 @@ shim=$build/libunstall.so
 bin=$build/bench/smallcopy
 [ -f "$shim" ] || { echo "smallcopy: missing $shim (make shim)"; exit 1; }
 mkdir -p "$build/bench" "$out"
-if nvidia-smi -L >/dev/null 2>&1; then
-    libdir=$cuda/lib64 where="GPU: $(nvidia-smi -L | head -1)"
-else
-    libdir=$build/fakecuda where="simulated runtime (no GPU): figures mean nothing"
-    [ -f "$libdir/libcudart.so.13" ] || { echo "smallcopy: missing $libdir/libcudart.so.13 (make fakecuda)"; exit 1; }
-fi
-${CC:-gcc} -std=c11 -D_GNU_SOURCE -O2 -Wall -Wextra -Werror -I"$cuda/include" "$here/smallcopy.c" -o "$bin" \
-    -L"$libdir" -lcudart -Wl,-rpath,"$libdir" || exit 1
+. "$here/bench_runtime.sh"
+bench_runtime smallcopy "$build/fakecuda"
+bench_build "$here/smallcopy.c" "$bin" || exit 1
 : >"$out/native"
 : >"$out/shim"
 : >"$out/control"
