@@ -74,13 +74,13 @@ __attribute__((destructor)) static void probe_write(void)
         return;
     for (unsigned i = 0; i < n; i++) {
         const struct probe_record *r = &records[i];
-        char path[32]; /* "D2H pageable" -> "D2H_pageable": one token */
-        snprintf(path, sizeof path, "%s", r->path);
-        for (char *c = path; *c != '\0'; c++)
+        char copy_path[32]; /* "D2H pageable" -> "D2H_pageable": one token */
+        snprintf(copy_path, sizeof copy_path, "%s", r->path);
+        for (char *c = copy_path; *c != '\0'; c++)
             if (*c == ' ')
                 *c = '_';
         fprintf(out, "UNSTALL_PROBE pid=%ld call=%u tid=%d api=%s path=%s bytes=%zu", (long)getpid(), i + 1, r->tid,
-                r->api, path, r->bytes);
+                r->api, copy_path, r->bytes);
         for (int s = 0; s < US_PROBE_STEP_COUNT; s++)
             if (r->at[s] != 0)
                 fprintf(out, " %s=%.3f", step_names[s], (double)(r->at[s] - r->at[US_PROBE_entered]) / 1e3);

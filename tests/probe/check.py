@@ -11,6 +11,9 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 STEPS = os.path.join(ROOT, "tools", "bench", "probe_steps.py")
+sys.path.insert(0, os.path.dirname(STEPS))
+import probe_steps  # noqa: E402  the records as the tool reads them
+
 passed = failed = 0
 
 
@@ -22,13 +25,8 @@ def check(name, ok, detail=""):
 
 
 def records(path):
-    out = []
-    for line in open(path):
-        if line.startswith("UNSTALL_PROBE "):
-            f = dict(re.findall(r"(\w+)=(\S+)", line))
-            steps = {k: float(v) for k, v in f.items() if k not in ("pid", "call", "tid", "api", "path", "bytes")}
-            out.append((f["api"], f["path"], int(f["bytes"]), steps))
-    return out
+    """[(api, path, bytes, {step: us})], read by probe_steps.py."""
+    return [key + (steps,) for _, _, key, steps in probe_steps.read([path])]
 
 
 def in_order(steps, names):
