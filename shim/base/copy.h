@@ -145,7 +145,8 @@ enum us_stream_kind { US_STREAM_USER, US_STREAM_LEGACY, US_STREAM_PER_THREAD };
 
 struct us_mem {
     enum us_mem_kind kind;
-    int device; /* device memory: its device; host memory: -1 */
+    int device;      /* device memory: its device; host memory: -1 */
+    bool remembered; /* pageable by a remembered answer (hostpages.h), not asked this call */
 };
 
 struct us_copy {

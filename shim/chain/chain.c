@@ -186,10 +186,13 @@ cudaError_t us_copy_run(struct us_copy *c)
 }
 
 /* The copy's path, then its rules and action (with the one fact policy asks
- * beyond the classification). */
-static void classify_and_decide(struct us_copy *c, const struct us_config *cfg, struct us_decision *decision)
+ * beyond the classification). may_remember: host pages the runtime called
+ * pageable before are not asked about again (hostpages.h); never in strict
+ * mode, which may refuse the copy on its classification. */
+static void classify_and_decide(struct us_copy *c, const struct us_config *cfg, bool may_remember,
+                                struct us_decision *decision)
 {
-    us_classify_copy(c);
+    us_classify_copy(c, may_remember && cfg->mode != US_MODE_STRICT);
     struct us_call_facts facts = { .legacy_with_blocking = us_legacy_contended(c->stream_kind) };
     us_policy_decide(c, cfg, &facts, decision);
     US_PROBE_STAMP(classified);
@@ -248,7 +251,7 @@ static cudaError_t native_then_classify(struct us_copy *c, const struct us_confi
     US_PROBE_STAMP(native_done);
     us_state_leave();
     struct us_decision decision;
-    classify_and_decide(c, cfg, &decision);
+    classify_and_decide(c, cfg, true, &decision);
     if (decision.rule_count > 0) {
         struct copy_site site = {.taken = false};
         struct us_engine_call no_engine = {0};
@@ -266,7 +269,7 @@ static inline __attribute__((always_inline)) cudaError_t copy_run(struct us_copy
         return native_then_classify(c, cfg);
     bool wanted = us_findings_wanted();
     struct us_decision decision;
-    classify_and_decide(c, cfg, &decision);
+    classify_and_decide(c, cfg, true, &decision);
 
     /* case D: whether this stream's same-device copies start late is
      * measured (a timed copy now and then); a late one found now is
@@ -305,6 +308,13 @@ static inline __attribute__((always_inline)) cudaError_t copy_run(struct us_copy
                  : decision.action != US_ACT_NATIVE &&
                        run_pipeline(decision.action, c, copy_context(&home, &looked), record ? &site : NULL,
                                     &result);
+    if (!fixed && decision.action != US_ACT_NATIVE && (c->src_mem.remembered || c->dst_mem.remembered)) {
+        /* a pipeline that declined a copy classified on a remembered answer
+         * may have found it wrong (the memory pinned unseen): the findings
+         * are the runtime's answer's */
+        classify_and_decide(c, cfg, false, &decision);
+        record = decision.rule_count > 0 && wanted;
+    }
     if (!fixed) {
         result = us_engine_native(c, &engine);
         US_PROBE_STAMP(native_done);

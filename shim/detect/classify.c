@@ -4,16 +4,21 @@
 #include <stdint.h>
 
 #include "device_state.h"
+#include "hostpages.h"
+#include "log.h"
 #include "real.h"
 
 /* Returns the bytes from ptr to the end of the range the table knows for
  * it; SIZE_MAX for a pointer the runtime classified (it checks bounds itself,
- * and the copy it refuses is refused natively); 0 when unknown. */
-static size_t classify_pointer(const void *ptr, struct us_mem *out)
+ * and the copy it refuses is refused natively); 0 when unknown.
+ * may_remember: a page the runtime called pageable before may be taken as
+ * pageable without asking (hostpages.h). */
+static size_t classify_pointer(const void *ptr, bool may_remember, struct us_mem *out)
 {
     struct us_range range;
     out->kind = US_MEM_UNKNOWN;
     out->device = -1;
+    out->remembered = false;
     if (ptr == NULL)
         return 0;
     if (us_ptrtable_lookup((uintptr_t)ptr, &range)) {
@@ -22,10 +27,17 @@ static size_t classify_pointer(const void *ptr, struct us_mem *out)
         return range.size - ((uintptr_t)ptr - range.base);
     }
     /* Not allocated through an intercepted call (driver API, VMM segments,
-     * plain malloc): ask the runtime. Its answer is not stored: pageable
-     * memory may later be registered, and VMM ranges are not known to us. */
+     * plain malloc): ask the runtime, unless it called this page pageable
+     * since memory was last mapped (hostpages.h). No other answer is kept:
+     * VMM ranges and memory pinned unseen are not known to the table. */
+    if (may_remember && us_hostpages_pageable(ptr)) {
+        out->kind = US_MEM_PAGEABLE;
+        out->remembered = true;
+        return SIZE_MAX;
+    }
     const struct us_real_api *real = us_real();
     struct cudaPointerAttributes attr;
+    uint64_t asked_in = us_hostpages_generation();
     if (real->cudaPointerGetAttributes == NULL || real->cudaPointerGetAttributes(&attr, ptr) != cudaSuccess)
         return 0;
     switch (attr.type) {
@@ -41,6 +53,7 @@ static size_t classify_pointer(const void *ptr, struct us_mem *out)
         break;
     case cudaMemoryTypeUnregistered:
         out->kind = US_MEM_PAGEABLE;
+        us_hostpages_learn_pageable(ptr, asked_in);
         break;
     }
     return SIZE_MAX;
@@ -48,7 +61,22 @@ static size_t classify_pointer(const void *ptr, struct us_mem *out)
 
 void us_classify_pointer(const void *ptr, struct us_mem *out)
 {
-    classify_pointer(ptr, out);
+    classify_pointer(ptr, false, out);
+}
+
+static int logged_refuted;
+
+bool us_classify_confirm_pageable(const void *ptr)
+{
+    struct us_mem mem;
+    classify_pointer(ptr, false, &mem);
+    if (mem.kind == US_MEM_PAGEABLE)
+        return true;
+    us_hostpages_forget(ptr);
+    us_log_once(&logged_refuted, US_LOG_INFO,
+                "host memory the runtime had called pageable was pinned or mapped by a call the shim did not see: "
+                "a copy about to be rewritten went native instead");
+    return false;
 }
 
 static bool is_host(enum us_mem_kind kind)
@@ -95,7 +123,7 @@ static enum us_copy_path path_of(const struct us_copy *c, size_t src_room, size_
     return us_device_peer_enabled(s->device, d->device) ? US_PATH_D2D_PEER : US_PATH_D2D_STAGED;
 }
 
-void us_classify_copy(struct us_copy *c)
+void us_classify_copy(struct us_copy *c, bool may_remember)
 {
     c->stream_kind = us_stream_kind_of(c->stream, us_copy_is_per_thread(c));
 
@@ -106,8 +134,8 @@ void us_classify_copy(struct us_copy *c)
         c->src_mem = c->dst_mem = (struct us_mem){ .kind = US_MEM_UNKNOWN, .device = -1 };
         return;
     }
-    size_t src_room = classify_pointer(c->src, &c->src_mem);
-    size_t dst_room = classify_pointer(c->dst, &c->dst_mem);
+    size_t src_room = classify_pointer(c->src, may_remember, &c->src_mem);
+    size_t dst_room = classify_pointer(c->dst, may_remember, &c->dst_mem);
     c->path = path_of(c, src_room, dst_room);
 }
 
@@ -140,9 +168,9 @@ enum us_stream_kind us_stream_kind_of(cudaStream_t stream, bool per_thread)
 bool us_touches_host(const void *dst, const void *src)
 {
     struct us_mem mem;
-    classify_pointer(dst, &mem);
+    classify_pointer(dst, true, &mem);
     if (is_host(mem.kind))
         return true;
-    classify_pointer(src, &mem);
+    classify_pointer(src, true, &mem);
     return is_host(mem.kind);
 }

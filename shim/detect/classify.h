@@ -11,8 +11,15 @@
 /* Pointer: the shim's table first, then cudaPointerGetAttributes. */
 void us_classify_pointer(const void *ptr, struct us_mem *out);
 
-/* Fills c->src_mem, c->dst_mem, c->path and c->stream_kind. */
-void us_classify_copy(struct us_copy *c);
+/* Fills c->src_mem, c->dst_mem, c->path and c->stream_kind. may_remember:
+ * host pages the runtime called pageable before are taken as pageable
+ * without asking it again (hostpages.h; the mem's `remembered` says so). */
+void us_classify_copy(struct us_copy *c, bool may_remember);
+
+/* Asks the runtime whether ptr is pageable memory after all (a copy about to
+ * be rewritten on a remembered answer); when it is not, its page is
+ * forgotten. */
+bool us_classify_confirm_pageable(const void *ptr);
 
 /* Whether the copy's host side, as its kind says (the source of a
  * host-to-device copy, the destination of a device-to-host one, either of a

@@ -6,6 +6,7 @@
 
 #include "chain.h"
 #include "export.h"
+#include "hostpages.h"
 #include "inflight.h"
 #include "ptrtable.h"
 #include "staging.h"
@@ -15,6 +16,8 @@
  * registration, did not wait for the device (measured, CUDA 13.0). */
 static cudaError_t learn(cudaError_t err, const void *base, size_t size, enum us_mem_kind kind)
 {
+    if (err == cudaSuccess) /* the pages remembered as pageable may not be (hostpages.h) */
+        us_hostpages_mapping_changed();
     if (err != cudaSuccess || base == NULL || !us_entry_acts(true))
         return err;
     us_ptrtable_insert((uintptr_t)base, size, kind, kind == US_MEM_DEVICE ? us_current_device() : -1);

@@ -34,12 +34,44 @@
     X(cuCtxDestroy) X(cuCtxDestroy_v2) X(cuGetProcAddress) X(cuGetProcAddress_v2)                \
     X(cuStreamSynchronize) X(cuStreamSynchronize_ptsz)
 
+/* The libcuda functions that map or register memory at an address: each
+ * success makes every thread forget the host pages the runtime called
+ * pageable (hostpages.h), since such a page may now be pinned or mapped
+ * memory. Name, parameters, arguments (mappings.c). Not the stream-ordered
+ * allocations (cuMemAllocAsync, cuMemAllocFromPoolAsync): a program may make
+ * one per tensor, and their pools map within address ranges reserved for
+ * them. */
+#define US_DRIVER_MAPPING_FNS(X)                                                                             \
+    X(cuMemHostAlloc, (void **pp, size_t bytes, unsigned int flags), (pp, bytes, flags))                     \
+    X(cuMemAllocHost_v2, (void **pp, size_t bytes), (pp, bytes))                                             \
+    X(cuMemHostRegister, (void *p, size_t bytes, unsigned int flags), (p, bytes, flags))                     \
+    X(cuMemHostRegister_v2, (void *p, size_t bytes, unsigned int flags), (p, bytes, flags))                  \
+    X(cuMemAllocManaged, (CUdeviceptr * dptr, size_t bytes, unsigned int flags), (dptr, bytes, flags))       \
+    X(cuMemAlloc_v2, (CUdeviceptr * dptr, size_t bytes), (dptr, bytes))                                      \
+    X(cuMemAllocPitch_v2,                                                                                    \
+      (CUdeviceptr * dptr, size_t *pitch, size_t width, size_t height, unsigned int element_bytes),          \
+      (dptr, pitch, width, height, element_bytes))                                                           \
+    X(cuMemAddressReserve,                                                                                   \
+      (CUdeviceptr * ptr, size_t size, size_t alignment, CUdeviceptr addr, unsigned long long flags),        \
+      (ptr, size, alignment, addr, flags))                                                                   \
+    X(cuMemMap,                                                                                              \
+      (CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,                     \
+       unsigned long long flags),                                                                            \
+      (ptr, size, offset, handle, flags))                                                                    \
+    X(cuIpcOpenMemHandle_v2, (CUdeviceptr * dptr, CUipcMemHandle handle, unsigned int flags),                \
+      (dptr, handle, flags))                                                                                 \
+    X(cuMemPoolImportPointer, (CUdeviceptr * dptr, CUmemoryPool pool, CUmemPoolPtrExportData *data),         \
+      (dptr, pool, data))
+
 enum us_drv_fn {
 #define US_DRV_FN_COPY(id, fn, sync, per_thread, shape) US_DRV_FN_##fn,
 #define US_DRV_FN_OTHER(fn) US_DRV_FN_##fn,
+#define US_DRV_FN_MAPPING(fn, params, args) US_DRV_FN_##fn,
     US_DRIVER_COPY_APIS(US_DRV_FN_COPY) US_DRIVER_OTHER_FNS(US_DRV_FN_OTHER)
+    US_DRIVER_MAPPING_FNS(US_DRV_FN_MAPPING)
 #undef US_DRV_FN_COPY
 #undef US_DRV_FN_OTHER
+#undef US_DRV_FN_MAPPING
     US_DRV_FN_COUNT
 };
 
@@ -55,6 +87,9 @@ CUresult us_drv_wrap_cuStreamSynchronize(CUstream stream);
 CUresult us_drv_wrap_cuStreamSynchronize_ptsz(CUstream stream);
 CUresult us_drv_wrap_cuCtxDestroy(CUcontext ctx);
 CUresult us_drv_wrap_cuCtxDestroy_v2(CUcontext ctx);
+#define US_DRV_MAPPING_DECL(fn, params, args) CUresult us_drv_wrap_##fn params;
+US_DRIVER_MAPPING_FNS(US_DRV_MAPPING_DECL)
+#undef US_DRV_MAPPING_DECL
 CUresult us_drv_wrap_cuGetProcAddress(const char *symbol, void **pfn, int version, cuuint64_t flags);
 CUresult us_drv_wrap_cuGetProcAddress_v2(const char *symbol, void **pfn, int version, cuuint64_t flags,
                                          CUdriverProcAddressQueryResult *status);

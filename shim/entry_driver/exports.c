@@ -28,6 +28,7 @@
 #undef cuCtxSynchronize
 #undef cuGetProcAddress
 #undef cuStreamSynchronize
+#undef cuMemHostRegister
 
 /* the parameters of copy.h's shapes, by name */
 #define EXPORT_ARGS_HTOD dst, src, bytes
@@ -79,4 +80,7 @@ EXPORT_OTHER(cuGetProcAddress, (const char *symbol, void **pfn, int version, cuu
 EXPORT_OTHER(cuGetProcAddress_v2,
              (const char *symbol, void **pfn, int version, cuuint64_t flags, CUdriverProcAddressQueryResult *status),
              (symbol, pfn, version, flags, status))
+#define EXPORT_MAPPING(fn, params, args) EXPORT_OTHER(fn, params, args)
+US_DRIVER_MAPPING_FNS(EXPORT_MAPPING)
+#undef EXPORT_MAPPING
 #undef EXPORT_OTHER

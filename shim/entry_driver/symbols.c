@@ -27,9 +27,11 @@ struct wrapped {
 static const struct wrapped wrapped[US_DRV_FN_COUNT] = {
 #define ROW_COPY(id, fn, sync, per_thread, shape) [US_DRV_FN_##fn] = {#fn, (void *)us_drv_wrap_##fn},
 #define ROW_OTHER(fn) [US_DRV_FN_##fn] = {#fn, (void *)us_drv_wrap_##fn},
-    US_DRIVER_COPY_APIS(ROW_COPY) US_DRIVER_OTHER_FNS(ROW_OTHER)
+#define ROW_MAPPING(fn, params, args) [US_DRV_FN_##fn] = {#fn, (void *)us_drv_wrap_##fn},
+    US_DRIVER_COPY_APIS(ROW_COPY) US_DRIVER_OTHER_FNS(ROW_OTHER) US_DRIVER_MAPPING_FNS(ROW_MAPPING)
 #undef ROW_COPY
 #undef ROW_OTHER
+#undef ROW_MAPPING
 };
 
 static void *real_fns[US_DRV_FN_COUNT];  /* written once, before `identified` */

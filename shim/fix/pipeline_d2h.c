@@ -26,6 +26,7 @@
  * that reads the buffer directly. */
 #include "pipeline.h"
 
+#include "classify.h"
 #include "config.h"
 #include "hostcopy.h"
 #include "log.h"
@@ -137,7 +138,13 @@ bool us_pipeline_d2h_start(const struct us_copy *c, const struct us_ctx *home, s
                     "a D2H into memory not yet mapped advised huge pages for its destination before copying into it "
                     "(option d2h_hugepages)");
     issue_first(run);
-    if (!run->issued) { /* the first chunk was refused: the native call gives the native error */
+    /* A destination taken as pageable on a remembered answer (hostpages.h)
+     * is asked about now, while the first chunk is on the GPU. Pinned after
+     * all, the native call copies it, queued after the chunk: asynchronous as
+     * the program asked, where the rewrite would wait. The slots go back
+     * with their chunks' events (staging.h). */
+    bool refuted = run->issued && c->dst_mem.remembered && !us_classify_confirm_pageable(c->dst);
+    if (!run->issued || refuted) { /* a refused first chunk: the native call gives the native error */
         us_pipe_release(&run->s);
         us_pipe_end(p, NULL, -1);
         return false;

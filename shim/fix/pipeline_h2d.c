@@ -43,6 +43,7 @@
  * of a loop was rewritten, 299 of 600 on an H200). */
 #include "pipeline.h"
 
+#include "classify.h"
 #include "config.h"
 #include "hostcopy.h"
 #include "log.h"
@@ -53,6 +54,11 @@ static int logged_idle_native;
 
 bool us_pipeline_h2d(const struct us_copy *c, const struct us_ctx *home, cudaError_t *result)
 {
+    /* a source taken as pageable on a remembered answer (hostpages.h) is
+     * asked about before anything is issued: the rewrite waits for its
+     * slots, where the native copy from pinned memory would return at once */
+    if (c->src_mem.remembered && !us_classify_confirm_pageable(c->src))
+        return false;
     struct us_pipe p;
     if (!us_pipe_begin(&p, c, home))
         return false;

@@ -55,6 +55,8 @@ if [ "$target" = gpu ]; then
             -ldl -lcuda &&
         ${CC:-gcc} $cc_flags -o "$work/ctx_switch" "$here/ctx_switch.c" -L"$cuda/lib64" -L"$cuda/lib64/stubs" \
             -lcudart -lcuda -Wl,-rpath,"$cuda/lib64" &&
+        ${CC:-gcc} $cc_flags -o "$work/pin_unseen" "$here/pin_unseen.c" -L"$cuda/lib64" -L"$cuda/lib64/stubs" \
+            -lcudart -lcuda -Wl,-rpath,"$cuda/lib64" &&
         # as a user builds it: plain nvcc, whose default is the static runtime
         ${NVCC:-$cuda/bin/nvcc} -O1 -o "$work/ctx_copies_nvcc" "$here/ctx_copies.c" -L"$cuda/lib64/stubs" -lcuda ||
         built=no
@@ -66,7 +68,8 @@ else
         ${CC:-gcc} $cc_flags -o "$work/drv_copies" "$here/drv_copies.c" -ldl -Wl,-rpath,"$fake" &&
         ${CC:-gcc} $cc_flags -DDRV_LINKED -o "$work/drv_copies_linked" "$here/drv_copies.c" -ldl -L"$fake" \
             -l:libcuda.so.1 -Wl,-rpath,"$fake" &&
-        ${CC:-gcc} $cc_flags -o "$work/ctx_switch" "$here/ctx_switch.c" -L"$fake" -lcudart -l:libcuda.so.1 -Wl,-rpath,"$fake" ||
+        ${CC:-gcc} $cc_flags -o "$work/ctx_switch" "$here/ctx_switch.c" -L"$fake" -lcudart -l:libcuda.so.1 -Wl,-rpath,"$fake" &&
+        ${CC:-gcc} $cc_flags -o "$work/pin_unseen" "$here/pin_unseen.c" -L"$fake" -lcudart -l:libcuda.so.1 -Wl,-rpath,"$fake" ||
         built=no
     export FAKECUDA_DEVICES=2
     devices=2
@@ -181,6 +184,27 @@ for mode in ordered per_thread; do
     run "$name" ok FAKECUDA_CTX_REUSE=1 LD_PRELOAD="$preload" UNSTALL_LEGACY_STREAM=$mode "$work/ctx_switch" recreate &&
         pass "$name"
 done
+
+# Memory met as pageable, then registered through the driver: the next D2H
+# into it returns while its stream is held, as a D2H into pinned memory does,
+# whether the shim saw the registration (the layer on) or had to find out
+# from the runtime (the layer off: said once); shim/detect/hostpages.h
+name=pin_unseen-native
+run "$name" ok "$work/pin_unseen" && pass "$name"
+name=pin_unseen-shim
+run "$name" ok LD_PRELOAD="$preload" UNSTALL_REPORT="$work/$name.json" "$work/pin_unseen" &&
+    if grep -q "by a call the shim did not see" "$work/$name.out"; then
+        fail "$name" "the driver layer did not see the registration"
+    else
+        check "$name" --require pageable_d2h:cudaMemcpyAsync:fixed
+    fi
+name=pin_unseen-layer-off
+run "$name" ok LD_PRELOAD="$preload" UNSTALL_DRIVER_LAYER=0 UNSTALL_REPORT="$work/$name.json" "$work/pin_unseen" &&
+    if grep -q "by a call the shim did not see" "$work/$name.out"; then
+        check "$name" --require pageable_d2h:cudaMemcpyAsync:fixed
+    else
+        fail "$name" "no line says the remembered page was found pinned"
+    fi
 
 # Safety: a program that never uses CUDA, under the shim and a second
 # preload that finds its puts with dlsym(RTLD_NEXT) (the shim's dlsym must

@@ -489,6 +489,12 @@ CUresult cuMemAllocHost_v2(void **pp, size_t bytes) { return cu(cudaMallocHost(p
 /* CU_MEMHOSTALLOC_* are cudaHostAlloc* */
 CUresult cuMemHostAlloc(void **pp, size_t bytes, unsigned int flags) { return cu(cudaHostAlloc(pp, bytes, flags)); }
 CUresult cuMemFreeHost(void *p) { return cu(cudaFreeHost(p)); }
+/* CU_MEMHOSTREGISTER_* are cudaHostRegister*; the first form is the one
+ * before CUDA 6.5, the same function (cuda.h names it the second) */
+#undef cuMemHostRegister
+CUresult cuMemHostRegister_v2(void *p, size_t bytes, unsigned int flags) { return cu(cudaHostRegister(p, bytes, flags)); }
+CUresult cuMemHostRegister(void *p, size_t bytes, unsigned int flags) { return cuMemHostRegister_v2(p, bytes, flags); }
+CUresult cuMemHostUnregister(void *p) { return cu(cudaHostUnregister(p)); }
 
 /* --- copies: each the runtime copy of the same direction ----------------------------------- */
 
@@ -705,6 +711,9 @@ static const struct proc_row proc_rows[] = {
     ROW("cuMemAllocHost", 3020, cuMemAllocHost_v2),
     ROW("cuMemHostAlloc", 2020, cuMemHostAlloc),
     ROW("cuMemFreeHost", 2000, cuMemFreeHost),
+    ROW("cuMemHostRegister", 4000, cuMemHostRegister),
+    ROW("cuMemHostRegister", 6050, cuMemHostRegister_v2),
+    ROW("cuMemHostUnregister", 4000, cuMemHostUnregister),
     ROW_PT("cuMemcpyHtoD", 3020, cuMemcpyHtoD_v2, cuMemcpyHtoD_v2_ptds),
     ROW_PT("cuMemcpyDtoH", 3020, cuMemcpyDtoH_v2, cuMemcpyDtoH_v2_ptds),
     ROW_PT("cuMemcpyDtoD", 3020, cuMemcpyDtoD_v2, cuMemcpyDtoD_v2_ptds),

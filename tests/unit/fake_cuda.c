@@ -455,8 +455,8 @@ void fake_cuda_copy(struct us_copy *c, int api, void *dst, int dst_device, const
     c->stream = stream;
     c->peer_dst_device = api == US_API_MEMCPY_PEER || api == US_API_MEMCPY_PEER_ASYNC ? dst_device : -1;
     c->peer_src_device = api == US_API_MEMCPY_PEER || api == US_API_MEMCPY_PEER_ASYNC ? src_device : -1;
-    c->dst_mem = (struct us_mem){dst_device >= 0 ? US_MEM_DEVICE : US_MEM_PAGEABLE, dst_device};
-    c->src_mem = (struct us_mem){src_device >= 0 ? US_MEM_DEVICE : US_MEM_PAGEABLE, src_device};
+    c->dst_mem = (struct us_mem){.kind = dst_device >= 0 ? US_MEM_DEVICE : US_MEM_PAGEABLE, .device = dst_device};
+    c->src_mem = (struct us_mem){.kind = src_device >= 0 ? US_MEM_DEVICE : US_MEM_PAGEABLE, .device = src_device};
     if (src_device >= 0 && dst_device >= 0)
         c->path = src_device != dst_device ? US_PATH_D2D_STAGED : US_PATH_D2D_SAME;
     else

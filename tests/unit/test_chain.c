@@ -14,6 +14,7 @@
 #include "device_state.h"
 #include "fake_cuda.h"
 #include "findings.h"
+#include "hostpages.h"
 #include "ptrtable.h"
 #include "real.h"
 #include "report.h"
@@ -252,6 +253,120 @@ static void test_chain_warm_asks_the_pointer_query(void **state)
     with_attributes.cudaPointerGetAttributes = pointer_attributes;
 }
 
+/* Host pages the runtime called pageable are remembered (hostpages.h): a
+ * second copy from the same buffer does not ask again, until memory is
+ * mapped or registered; strict mode always asks. */
+static void test_chain_pageable_page_remembered_until_memory_is_mapped(void **state)
+{
+    (void)state;
+    static char dst[4096];
+    char *src = malloc(4096);
+    assert_non_null(src);
+    us_ptrtable_insert((uintptr_t)dst, sizeof dst, US_MEM_DEVICE, 0);
+    with_attributes.cudaPointerGetAttributes = pointer_attributes_counting;
+    us_hostpages_mapping_changed();
+    struct us_config cfg = *us_config();
+    cfg.h2d_min_bytes = 1u << 20; /* native, classified after the call */
+    us_config_set(&cfg);
+    struct us_copy c = {.api = US_API_MEMCPY_ASYNC, .dst = dst, .src = src, .bytes = 64,
+                        .kind = cudaMemcpyHostToDevice, .stream = fake_cuda_user_stream(0), .peer_dst_device = -1,
+                        .peer_src_device = -1};
+    unsigned asked[4];
+    for (int i = 0; i < 4; i++) {
+        if (i == 2)
+            us_hostpages_mapping_changed(); /* as a cudaHostAlloc does */
+        if (i == 3) {
+            cfg.mode = US_MODE_STRICT;
+            cfg.strict_severity = US_SEVERITY_HIGH;
+            us_config_set(&cfg);
+        }
+        pointer_queries = 0;
+        assert_int_equal(us_copy_run(&c), cudaSuccess);
+        assert_int_equal(c.path, US_PATH_H2D_PAGEABLE);
+        asked[i] = pointer_queries;
+    }
+    assert_int_equal(asked[0], 1);
+    assert_int_equal(asked[1], 0); /* remembered */
+    assert_false(c.src_mem.remembered); /* strict mode asked */
+    assert_int_equal(asked[2], 1); /* forgotten by the mapping */
+    assert_int_equal(asked[3], 1); /* strict mode */
+    with_attributes.cudaPointerGetAttributes = pointer_attributes;
+    struct us_report *r = us_findings_collect();
+    assert_non_null(r);
+    uint64_t observed = 0; /* strict mode's call site is taken elsewhere: a row of its own */
+    for (size_t i = 0; i < r->row_count; i++)
+        if (r->rows[i].rule == US_RULE_pageable_h2d)
+            observed += r->rows[i].observed + r->rows[i].fixed;
+    assert_int_equal(observed, 4);
+    us_report_free(r);
+    free(src);
+}
+
+/* A page remembered as pageable that was pinned where the shim could not
+ * see it: the D2H pipeline asks again while its first chunk is on the GPU,
+ * and the copy goes native (asynchronous, as the program asked of pinned
+ * memory), with the findings of the runtime's answer; the next copy asks. */
+static const void *pinned_unseen;
+
+static cudaError_t pointer_attributes_pinned_unseen(struct cudaPointerAttributes *attr, const void *ptr)
+{
+    pointer_queries++;
+    pointer_attributes(attr, ptr);
+    if (ptr == pinned_unseen)
+        attr->type = cudaMemoryTypeHost;
+    return cudaSuccess;
+}
+
+static void test_chain_remembered_page_pinned_unseen_goes_native(void **state)
+{
+    (void)state;
+    static char src[4096];
+    char *dst = malloc(4096);
+    assert_non_null(dst);
+    memset(src, 7, sizeof src);
+    us_ptrtable_insert((uintptr_t)src, sizeof src, US_MEM_DEVICE, 0);
+    with_attributes.cudaPointerGetAttributes = pointer_attributes_pinned_unseen;
+    us_hostpages_mapping_changed();
+    pinned_unseen = NULL;
+    struct us_copy c = {.api = US_API_MEMCPY_ASYNC, .dst = dst, .src = src, .bytes = 4096,
+                        .kind = cudaMemcpyDeviceToHost, .stream = fake_cuda_user_stream(0), .peer_dst_device = -1,
+                        .peer_src_device = -1};
+    pointer_queries = 0;
+    assert_int_equal(us_copy_run(&c), cudaSuccess); /* asked, pageable: rewritten */
+    assert_int_equal(pointer_queries, 1);
+    assert_int_equal(c.path, US_PATH_D2H_PAGEABLE);
+
+    pinned_unseen = dst; /* registered by a call the shim did not see */
+    memset(dst, 0, 4096);
+    memset(src, 9, sizeof src);
+    unsigned native_before = fake_cuda_count(FAKE_cudaMemcpyAsync);
+    pointer_queries = 0;
+    c.dst_mem.remembered = false;
+    assert_int_equal(us_copy_run(&c), cudaSuccess);
+    assert_int_equal(c.path, US_PATH_D2H_PINNED); /* the runtime's answer */
+    assert_int_equal(pointer_queries, 2);        /* the confirmation, then the classification */
+    /* the pipeline's first chunk, then the native copy of the whole */
+    assert_int_equal(fake_cuda_count(FAKE_cudaMemcpyAsync), native_before + 2);
+    assert_int_equal(us_real()->cudaStreamSynchronize(fake_cuda_user_stream(0)), cudaSuccess);
+    for (int i = 0; i < 4096; i++)
+        assert_int_equal((unsigned char)dst[i], 9);
+
+    pointer_queries = 0;
+    assert_int_equal(us_copy_run(&c), cudaSuccess);
+    assert_int_equal(pointer_queries, 1); /* forgotten: asked */
+    assert_int_equal(c.path, US_PATH_D2H_PINNED);
+    with_attributes.cudaPointerGetAttributes = pointer_attributes;
+
+    struct us_report *r = us_findings_collect();
+    assert_non_null(r);
+    const struct us_report_row *row = row_of(r, US_RULE_pageable_d2h);
+    assert_non_null(row);
+    assert_int_equal(row->fixed + row->observed, 1); /* only the first copy's */
+    assert_int_equal(row->fixed, 1);
+    us_report_free(r);
+    free(dst);
+}
+
 /* A driver copy's native call goes to the function the driver layer
  * identified, with the driver's arguments. */
 static CUdeviceptr driver_dst;
@@ -298,6 +413,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_chain_driver_copy_native_call, setup, teardown),
         cmocka_unit_test_setup_teardown(test_chain_small_pageable_h2d_native_first_then_classified, setup, teardown),
         cmocka_unit_test_setup_teardown(test_chain_warm_asks_the_pointer_query, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_chain_pageable_page_remembered_until_memory_is_mapped, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_chain_remembered_page_pinned_unseen_goes_native, setup, teardown),
         cmocka_unit_test_setup_teardown(test_chain_strict_mode_classifies_before_the_call, setup, teardown),
     };
     return US_RUN_TESTS("test_chain", tests, NULL, NULL);

@@ -69,7 +69,7 @@ static enum us_copy_path path_of(enum us_copy_api api, uintptr_t dst, uintptr_t 
 {
     struct us_copy c = { .api = api, .dst = (void *)dst, .src = (const void *)src, .bytes = bytes, .kind = kind,
                          .peer_dst_device = -1, .peer_src_device = -1 };
-    us_classify_copy(&c);
+    us_classify_copy(&c, false);
     return c.path;
 }
 
@@ -132,10 +132,10 @@ static void test_classify_peer_api_devices_must_agree(void **state)
     (void)state;
     struct us_copy c = { .api = US_API_MEMCPY_PEER_ASYNC, .dst = (void *)DEV1, .src = (void *)DEV0, .bytes = 64,
                          .kind = cudaMemcpyDeviceToDevice, .peer_dst_device = 1, .peer_src_device = 0 };
-    us_classify_copy(&c);
+    us_classify_copy(&c, false);
     assert_int_equal(c.path, US_PATH_D2D_STAGED);
     c.peer_dst_device = 0; /* contradicts the pointer: the runtime decides */
-    us_classify_copy(&c);
+    us_classify_copy(&c, false);
     assert_int_equal(c.path, US_PATH_UNKNOWN);
 }
 
@@ -143,22 +143,22 @@ static void test_classify_stream_kinds(void **state)
 {
     (void)state;
     struct us_copy c = { .api = US_API_MEMCPY_ASYNC, .stream = NULL };
-    us_classify_copy(&c);
+    us_classify_copy(&c, false);
     assert_int_equal(c.stream_kind, US_STREAM_LEGACY);
     assert_ptr_equal(us_copy_stream(&c), cudaStreamLegacy);
     c.api = US_API_MEMCPY_ASYNC_PTSZ;
-    us_classify_copy(&c);
+    us_classify_copy(&c, false);
     assert_int_equal(c.stream_kind, US_STREAM_PER_THREAD);
     assert_ptr_equal(us_copy_stream(&c), cudaStreamPerThread);
     c.api = US_API_MEMCPY_ASYNC;
     c.stream = cudaStreamPerThread;
-    us_classify_copy(&c);
+    us_classify_copy(&c, false);
     assert_int_equal(c.stream_kind, US_STREAM_PER_THREAD);
     c.stream = cudaStreamLegacy;
-    us_classify_copy(&c);
+    us_classify_copy(&c, false);
     assert_int_equal(c.stream_kind, US_STREAM_LEGACY);
     c.stream = (cudaStream_t)0x1234;
-    us_classify_copy(&c);
+    us_classify_copy(&c, false);
     assert_int_equal(c.stream_kind, US_STREAM_USER);
     assert_ptr_equal(us_copy_stream(&c), (cudaStream_t)0x1234);
 }
