@@ -54,9 +54,10 @@ else pass no_libcudart_needed; fi
 
 # and dlsym: the driver layer's door to libcuda (shim/entry_driver/dlsym.c)
 # and, for programs linked with -lcuda, exactly the libcuda functions the
-# driver layer wraps (copy.h's US_DRIVER_COPY_APIS, driver_layer.h's others)
+# driver layer wraps (copy.h's US_DRIVER_COPY_APIS, driver_layer.h's others
+# and its mapping functions)
 wrapped=$( (sed -n 's/^ *X(US_API_CU_[A-Z_]*, \(cu[A-Za-z0-9_]*\),.*/\1/p' "$here/../../shim/base/copy.h"
-            grep -o 'X(cu[A-Za-z0-9_]*)' "$here/../../shim/entry_driver/driver_layer.h" | sed 's/X(\(.*\))/\1/') | sort)
+            grep -o 'X(cu[A-Za-z0-9_]*[),]' "$here/../../shim/entry_driver/driver_layer.h" | sed 's/X(\(.*\)[),]/\1/') | sort)
 exported_cu=$(nm -D --defined-only "$shim" | awk '{print $3}' | grep '^cu[A-Z]' | sort)
 others=$(nm -D --defined-only "$shim" | awk '{print $3}' | grep -v -e '^cuda' -e '^__cudaLaunchKernel' -e '^cu[A-Z]' -e '^unstall_strict_failures$' \
     -e '^_init$' -e '^_fini$' -e '^dlsym$')
