@@ -3,7 +3,8 @@
  * Per thread, a direct-mapped table of 4 KiB page numbers, each with the
  * generation it was learnt in; one global generation, bumped by
  * us_hostpages_mapping_changed. A lookup is a thread-local read and one
- * relaxed atomic load: no lock, nothing shared written. 4 KiB is the
+ * atomic load of a line that changes only when memory is mapped: no lock,
+ * nothing shared written. 4 KiB is the
  * smallest page a registration covers, so a remembered span never straddles
  * two kinds of memory (a larger system page only makes the spans finer than
  * they need be).
