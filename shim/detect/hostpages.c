@@ -4,10 +4,9 @@
  * generation it was learnt in; one global generation, bumped by
  * us_hostpages_mapping_changed. A lookup is a thread-local read and one
  * atomic load of a line that changes only when memory is mapped: no lock,
- * nothing shared written. 4 KiB is the
- * smallest page a registration covers, so a remembered span never straddles
- * two kinds of memory (a larger system page only makes the spans finer than
- * they need be).
+ * nothing shared written. 4 KiB is the smallest page a registration covers,
+ * so a remembered span never straddles two kinds of memory (a larger system
+ * page only makes the spans finer than they need be).
  *
  * Who calls us_hostpages_mapping_changed: the runtime's allocation and
  * registration exports (entry/alloc.c) and the driver's functions that map
