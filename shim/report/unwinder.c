@@ -104,6 +104,7 @@ struct dynamic_view {
     const ElfW(Rela) *relocs; /* DT_RELA */
     size_t relocs_size;
     const char *soname; /* NULL: none */
+    uintptr_t relro_lo, relro_hi; /* PT_GNU_RELRO: read-only once bound; empty when none */
 };
 
 /* glibc rewrites the dynamic section's addresses to run-time ones where the
@@ -112,6 +113,25 @@ struct dynamic_view {
 static uintptr_t dynamic_address(uintptr_t base, ElfW(Addr) value)
 {
     return value < base ? base + value : value;
+}
+
+struct relro_query {
+    uintptr_t base;
+    uintptr_t lo, hi;
+};
+
+static int relro_visit(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    (void)size;
+    struct relro_query *q = arg;
+    if (info->dlpi_addr != q->base)
+        return 0;
+    for (int i = 0; i < info->dlpi_phnum; i++)
+        if (info->dlpi_phdr[i].p_type == PT_GNU_RELRO) {
+            q->lo = info->dlpi_addr + info->dlpi_phdr[i].p_vaddr;
+            q->hi = q->lo + info->dlpi_phdr[i].p_memsz;
+        }
+    return 1;
 }
 
 static bool view_dynamic(void *lib, struct dynamic_view *v)
@@ -141,35 +161,18 @@ static bool view_dynamic(void *lib, struct dynamic_view *v)
     if (!plt_rela) /* REL form: no 64-bit target of the shim's uses it */
         v->plt_relocs = NULL, v->plt_relocs_size = 0;
     v->soname = has_soname ? v->strtab + soname : NULL;
+    struct relro_query q = {.base = v->base};
+    dl_iterate_phdr(relro_visit, &q);
+    v->relro_lo = q.lo;
+    v->relro_hi = q.hi;
     return true;
-}
-
-struct relro_query {
-    uintptr_t base;
-    uintptr_t lo, hi;
-};
-
-static int relro_visit(struct dl_phdr_info *info, size_t size, void *arg)
-{
-    (void)size;
-    struct relro_query *q = arg;
-    if (info->dlpi_addr != q->base)
-        return 0;
-    for (int i = 0; i < info->dlpi_phnum; i++)
-        if (info->dlpi_phdr[i].p_type == PT_GNU_RELRO) {
-            q->lo = info->dlpi_addr + info->dlpi_phdr[i].p_vaddr;
-            q->hi = q->lo + info->dlpi_phdr[i].p_memsz;
-        }
-    return 1;
 }
 
 /* One import slot pointed at `to`; a slot the loader made read-only after
  * binding (RELRO) is made writable for the store and read-only again. */
-static bool write_slot(uintptr_t base, void **slot, void *to)
+static bool write_slot(const struct dynamic_view *v, void **slot, void *to)
 {
-    struct relro_query q = {.base = base};
-    dl_iterate_phdr(relro_visit, &q);
-    if ((uintptr_t)slot < q.lo || (uintptr_t)slot >= q.hi) {
+    if ((uintptr_t)slot < v->relro_lo || (uintptr_t)slot >= v->relro_hi) {
         *slot = to;
         return true;
     }
@@ -197,7 +200,7 @@ static int redirect_imports(const struct dynamic_view *v, const char *const *nam
                 continue;
             const char *name = v->strtab + v->symtab[RELOC_SYMBOL(r->r_info)].st_name;
             for (size_t k = 0; k < name_count; k++)
-                if (strcmp(name, names[k]) == 0 && write_slot(v->base, (void **)(v->base + r->r_offset), to))
+                if (strcmp(name, names[k]) == 0 && write_slot(v, (void **)(v->base + r->r_offset), to))
                     pointed++;
         }
     }
