@@ -166,6 +166,7 @@ struct us_copy {
     struct us_mem dst_mem, src_mem;
     enum us_copy_path path;
     enum us_stream_kind stream_kind;
+    bool rehearsal; /* a copy from us_copy_rehearsal_bytes (chain.h): nothing issued, nothing recorded */
 };
 
 static inline bool us_copy_is_sync(const struct us_copy *c)

@@ -137,11 +137,14 @@ static void warm_pointer_query(void)
     free(on_heap);
 }
 
-void us_copy_warm(const void *device_bytes, size_t size)
+/* Pageable to the runtime: the shim's own zeroed data. */
+const unsigned char us_copy_rehearsal_bytes[4];
+
+bool us_copy_warm(const void *device_bytes, size_t size)
 {
     static atomic_bool warmed;
     if (atomic_load_explicit(&warmed, memory_order_relaxed) || atomic_exchange(&warmed, true))
-        return;
+        return false;
     const struct us_config *cfg = us_config();
     /* the threads first, so that their start (stacks, first wait) overlaps
      * the pinning rather than the program's first copies. With the threads
@@ -160,20 +163,25 @@ void us_copy_warm(const void *device_bytes, size_t size)
         us_site_capture(&site);
         us_findings_prepare_thread();
         warm_pointer_query();
+        return true;
     }
+    return false;
 }
 
 cudaError_t us_copy_run(struct us_copy *c)
 {
+    c->rehearsal = c->src == us_copy_rehearsal_bytes;
     if (us_passthrough())
-        return us_copy_native(c);
-    US_PROBE_ENTER();
+        return c->rehearsal ? cudaSuccess : us_copy_native(c);
+    if (!c->rehearsal)
+        US_PROBE_ENTER();
     /* legacy_stream (case E): the copy may go to another stream; a
-     * synchronous one only to the per-thread stream (its _ptds variant) */
+     * synchronous one only to the per-thread stream (its _ptds variant). A
+     * rehearsal moves nothing: the stream a copy moves to is made on first use */
     struct us_legacy_move move = {.ordered = false};
-    if (!us_copy_is_sync(c))
+    if (!c->rehearsal && !us_copy_is_sync(c))
         c->stream = us_legacy_move_begin(c->stream, us_copy_is_per_thread(c), c->driver_fn != NULL, &move);
-    else if (c->api == US_API_MEMCPY && us_legacy_streamless_to_per_thread(false))
+    else if (!c->rehearsal && c->api == US_API_MEMCPY && us_legacy_streamless_to_per_thread(false))
         c->api = US_API_MEMCPY_PTDS;
     struct us_hang_mark hang;
     cudaStream_t stream = us_copy_stream(c);
@@ -243,10 +251,10 @@ static void record_findings(const struct us_copy *c, const struct us_decision *d
 static cudaError_t native_then_classify(struct us_copy *c, const struct us_config *cfg)
 {
     if (!us_findings_wanted())
-        return us_copy_native(c);
+        return c->rehearsal ? cudaSuccess : us_copy_native(c);
     us_state_enter();
     uint64_t start = us_now_ns();
-    cudaError_t result = us_copy_native(c);
+    cudaError_t result = c->rehearsal ? cudaSuccess : us_copy_native(c);
     uint64_t end = us_now_ns();
     US_PROBE_STAMP(native_done);
     us_state_leave();
@@ -256,17 +264,21 @@ static cudaError_t native_then_classify(struct us_copy *c, const struct us_confi
         struct copy_site site = {.taken = false};
         struct us_engine_call no_engine = {0};
         take_site(&site);
-        record_findings(c, &decision, &no_engine, &site.site, start, end, false);
+        if (!c->rehearsal)
+            record_findings(c, &decision, &no_engine, &site.site, start, end, false);
     }
     return result;
 }
 
 static inline __attribute__((always_inline)) cudaError_t copy_run(struct us_copy *c)
 {
-    us_state_note_call();
+    if (!c->rehearsal)
+        us_state_note_call();
     const struct us_config *cfg = us_config();
     if (cfg->mode != US_MODE_STRICT && us_policy_native_by_kind(c, cfg) && us_classify_host_unknown(c))
         return native_then_classify(c, cfg);
+    if (c->rehearsal) /* only the path above is rehearsed: every other one issues work */
+        return cudaSuccess;
     bool wanted = us_findings_wanted();
     struct us_decision decision;
     classify_and_decide(c, cfg, true, &decision);

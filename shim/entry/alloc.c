@@ -30,9 +30,11 @@ US_EXPORT cudaError_t cudaMalloc(void **devPtr, size_t size)
     if (real->cudaMalloc == NULL)
         return US_ERR_NO_REAL;
     cudaError_t err = real->cudaMalloc(devPtr, size);
-    if (err == cudaSuccess && us_entry_acts(true))
-        us_copy_warm(*devPtr, size); /* once: the first copy's one-time costs, paid here */
-    return learn(err, err == cudaSuccess ? *devPtr : NULL, size, US_MEM_DEVICE);
+    err = learn(err, err == cudaSuccess ? *devPtr : NULL, size, US_MEM_DEVICE);
+    /* once: the first copy's one-time costs, paid here, the range known */
+    if (err == cudaSuccess && us_entry_acts(true) && us_copy_warm(*devPtr, size))
+        us_entry_rehearse_copies(*devPtr);
+    return err;
 }
 
 US_EXPORT cudaError_t cudaMallocHost(void **ptr, size_t size)

@@ -35,4 +35,10 @@ static inline bool us_entry_acts(bool has_real)
     return true;
 }
 
+/* The program's first pageable H2D copies, rehearsed once through
+ * cudaMemcpy and cudaMemcpyAsync with nothing issued and nothing recorded
+ * (us_copy_rehearsal_bytes, chain.h): inside the program's first device
+ * allocation, after us_copy_warm, whose device_bytes they name. */
+void us_entry_rehearse_copies(void *device_bytes);
+
 #endif

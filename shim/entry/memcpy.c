@@ -16,7 +16,10 @@ static cudaError_t run(enum us_copy_api api, void *dst, const void *src, size_t 
     return us_copy_run(&c);
 }
 
-US_EXPORT cudaError_t cudaMemcpy(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind)
+/* noinline: the rehearsal (below) must run this very code, from its own
+ * frame, for its return address to be the program's */
+US_EXPORT __attribute__((noinline)) cudaError_t cudaMemcpy(void *dst, const void *src, size_t count,
+                                                           enum cudaMemcpyKind kind)
 {
     return run(US_API_MEMCPY, dst, src, count, kind, NULL);
 }
@@ -26,10 +29,24 @@ US_EXPORT cudaError_t cudaMemcpy_ptds(void *dst, const void *src, size_t count, 
     return run(US_API_MEMCPY_PTDS, dst, src, count, kind, NULL);
 }
 
-US_EXPORT cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
-                                      cudaStream_t stream)
+US_EXPORT __attribute__((noinline)) cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count,
+                                                                enum cudaMemcpyKind kind, cudaStream_t stream)
 {
     return run(US_API_MEMCPY_ASYNC, dst, src, count, kind, stream);
+}
+
+/* The rehearsal calls these two exports' own code: through the dynamic
+ * symbols it could reach a program's statically linked runtime, which
+ * would copy. */
+extern __typeof__(cudaMemcpy) us_rehearse_cudaMemcpy __attribute__((alias("cudaMemcpy"), visibility("hidden")));
+extern __typeof__(cudaMemcpyAsync) us_rehearse_cudaMemcpyAsync
+    __attribute__((alias("cudaMemcpyAsync"), visibility("hidden")));
+
+void us_entry_rehearse_copies(void *device_bytes)
+{
+    const size_t bytes = sizeof us_copy_rehearsal_bytes;
+    (void)us_rehearse_cudaMemcpy(device_bytes, us_copy_rehearsal_bytes, bytes, cudaMemcpyHostToDevice);
+    (void)us_rehearse_cudaMemcpyAsync(device_bytes, us_copy_rehearsal_bytes, bytes, cudaMemcpyHostToDevice, NULL);
 }
 
 US_EXPORT cudaError_t cudaMemcpyAsync_ptsz(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,

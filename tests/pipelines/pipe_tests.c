@@ -1294,6 +1294,35 @@ static bool t_grower_lazy(void)
     return true;
 }
 
+/* The program's first cudaMalloc rehearses its first pageable H2D copies
+ * through cudaMemcpy and cudaMemcpyAsync (us_entry_rehearse_copies): nothing
+ * may be issued or held then, and each real copy after it is the program's
+ * own (run.sh checks that the report counts exactly the two below). */
+static bool t_first_malloc_rehearses(void)
+{
+    fakecuda_reset_stats();
+    unsigned char *d = dev_alloc(0, 4096), *h = malloc(8);
+    CHECK(d != NULL && h != NULL, "%s", "out of memory");
+    struct fakecuda_stats st;
+    fakecuda_stats(&st);
+    CHECK(st.copies_pageable == 0 && st.pageable_h2d_snapshots == 0 && st.pageable_h2d_waits == 0 &&
+              st.implicit_syncs == 0,
+          "the first cudaMalloc made %lu pageable copies and %lu implicit syncs", st.copies_pageable,
+          st.implicit_syncs);
+    fill(h, 4, 200);
+    CUDA(cudaMemcpy(d, h, 4, cudaMemcpyHostToDevice)); /* the device bytes the rehearsal named */
+    CHECK(mismatch(d, 4, 200) < 0, "%s", "data of the first cudaMemcpy");
+    fill(h, 4, 201);
+    CUDA(cudaMemcpyAsync(d, h, 4, cudaMemcpyHostToDevice, 0));
+    CUDA(cudaStreamSynchronize(0));
+    CHECK(mismatch(d, 4, 201) < 0, "%s", "data of the first cudaMemcpyAsync");
+    fakecuda_stats(&st);
+    CHECK(st.copies_pageable == 2, "%lu pageable copies, expected the program's 2", st.copies_pageable);
+    cudaFree(d);
+    free(h);
+    return true;
+}
+
 /* The program's first cudaMalloc pins the pool's first slots (us_staging_warm):
  * a pinning holds the driver for a while (0.13-0.5 ms on an H100 host), which
  * the first copies paid, inline or beside a native copy. With warm_pinned=0
@@ -1444,6 +1473,7 @@ static const struct test tests[] = {
     {"d2h_fresh_hugepages", t_d2h_fresh_hugepages, true},
     {"staging_registered", t_staging_registered, false},
     {"first_malloc_pins_a_slot", t_first_malloc_pins_a_slot, false},
+    {"first_malloc_rehearses", t_first_malloc_rehearses, false},
     {"first_use_launch", t_first_use_launch, false},
     {"first_use_large", t_first_use_large, false},
     {"first_use_small_d2h", t_first_use_small_d2h, false},

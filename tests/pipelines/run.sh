@@ -135,6 +135,17 @@ done
 run first_malloc_pins_the_ladder LD_LIBRARY_PATH="$fake" LD_PRELOAD="$preload $rec" FAKECUDA_HOST_ALLOC_US_PER_MIB=400 \
     FAKECUDA_HOST_REGISTER_US_PER_MIB=110 UNSTALL_CHUNK_BYTES=8m "$prog" first_malloc_pins_a_slot
 expect_log first_use_large "goes native while a background thread grows the pool" 1
+# the first cudaMalloc's rehearsal of the first copies issues nothing and
+# records nothing: the report counts the program's two copies, in each mode
+# that keeps findings (strict does not rehearse: it classifies first)
+for mode in report warn strict; do
+    run "first_malloc_rehearses_native_$mode" LD_LIBRARY_PATH="$fake" PIPE_NATIVE=1 "$prog" first_malloc_rehearses
+    shimmed "first_malloc_rehearses_$mode" UNSTALL_MODE=$mode UNSTALL_STRICT_SEVERITY=high \
+        UNSTALL_REPORT="$work/rehearse_$mode.json" UNSTALL_H2D_MIN_BYTES=1m "$prog" first_malloc_rehearses
+    counted=$(python3 -c 'import json, sys; r = json.load(open(sys.argv[1])); print(sum(f["count"] for f in r["findings"] if f["rule"] == "pageable_h2d"))' "$work/rehearse_$mode.json" 2>&1)
+    if [ "$counted" = 2 ]; then pass "first_malloc_rehearses_$mode.report"
+    else fail "first_malloc_rehearses_$mode.report" "pageable_h2d counted '$counted' times, expected 2"; fi
+done
 # seed 004 as the process's first copy (a 4-byte D2H): rewritten, no hang
 shimmed seed004_first FAKECUDA_HOST_ALLOC_US_PER_MIB=400 FAKECUDA_HOST_REGISTER_US_PER_MIB=110 UNSTALL_CHUNK_BYTES=8m "$prog" seed004
 # staging is mapped and registered by the shim, and not inherited by fork
