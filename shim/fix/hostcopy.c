@@ -8,7 +8,9 @@
  * claimed and nobody touches it after the caller saw its last part done:
  * the job can live on the caller's stack. A caller never waits for a worker
  * to start: if the workers are busy with other jobs, it copies every part
- * itself. */
+ * itself. A worker that copied a part spins a while for the next job when
+ * jobs come back to back, and so does every worker an announcement
+ * (us_hostcopy_expect) woke; otherwise it sleeps on the pool's condition. */
 #include "hostcopy.h"
 
 #include <pthread.h>
@@ -63,6 +65,7 @@ static struct {
     struct hc_job *head;  /* jobs with parts left to claim, oldest first */
     unsigned spawned;     /* under mu */
     bool spawn_failed;    /* under mu: stop trying */
+    unsigned announced;   /* under mu: us_hostcopy_expect calls that woke the workers */
 } pool = {
     .mu = PTHREAD_MUTEX_INITIALIZER,
     .work = PTHREAD_COND_INITIALIZER,
@@ -74,6 +77,7 @@ static atomic_uint jobs_posted;  /* jobs queued so far: what a spinning worker w
 static _Atomic uint64_t last_done_ns; /* when a caller last saw its job done (0: never) */
 static atomic_bool back_to_back; /* the newest job came within HC_WORKER_SPIN_NS of the one before it ending */
 static atomic_uint spins;        /* spins begun (tests) */
+static atomic_uint sleeping;     /* workers waiting on pool.work (changed under pool.mu) */
 static atomic_bool in_child;     /* after fork(): the pool does not exist here */
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 static int spawn_warned;
@@ -240,16 +244,21 @@ static void *worker_main(void *arg)
     (void)arg;
     bool copied = false; /* a part since this worker last waited */
     pthread_mutex_lock(&pool.mu);
+    unsigned spun_for = pool.announced; /* the last announcement (us_hostcopy_expect) it spun for */
     for (;;) {
         while (pool.head == NULL) {
-            if (copied && atomic_load_explicit(&back_to_back, memory_order_relaxed)) {
+            bool announced = pool.announced != spun_for;
+            spun_for = pool.announced;
+            if (announced || (copied && atomic_load_explicit(&back_to_back, memory_order_relaxed))) {
                 unsigned seen = atomic_load_explicit(&jobs_posted, memory_order_relaxed);
                 pthread_mutex_unlock(&pool.mu);
                 atomic_fetch_add_explicit(&spins, 1, memory_order_relaxed);
                 (void)spin_until(job_posted_since, &seen, HC_WORKER_SPIN_NS);
                 pthread_mutex_lock(&pool.mu);
             } else {
+                atomic_fetch_add_explicit(&sleeping, 1, memory_order_relaxed);
                 pthread_cond_wait(&pool.work, &pool.mu);
+                atomic_fetch_sub_explicit(&sleeping, 1, memory_order_relaxed);
             }
             copied = false;
         }
@@ -305,14 +314,30 @@ void us_hostcopy_start(void)
         (void)ensure_workers(threads - 1);
 }
 
+/* Whether a copy of `bytes` is shared with the pool's workers. */
+static bool shared(size_t bytes, const struct us_config *cfg)
+{
+    return bytes >= cfg->copy_thread_min && cfg->copy_threads > 1 && bytes >= 2 * (size_t)HC_PART_BYTES &&
+           !atomic_load(&in_child);
+}
+
+void us_hostcopy_expect(size_t bytes)
+{
+    if (!shared(bytes, us_config()) || atomic_load_explicit(&sleeping, memory_order_relaxed) == 0)
+        return;
+    pthread_mutex_lock(&pool.mu);
+    pool.announced++;
+    pthread_cond_broadcast(&pool.work);
+    pthread_mutex_unlock(&pool.mu);
+}
+
 static void hostcopy(void *dst, const void *src, size_t bytes, bool streaming)
 {
     if (bytes == 0)
         return;
     const struct us_config *cfg = us_config();
     unsigned threads = cfg->copy_threads;
-    if (bytes < cfg->copy_thread_min || threads <= 1 || bytes < 2 * (size_t)HC_PART_BYTES ||
-        atomic_load(&in_child)) {
+    if (!shared(bytes, cfg)) {
         copy_range(dst, src, bytes, streaming);
         return;
     }

@@ -46,6 +46,17 @@ void us_hostcopy_to_staging(void *dst, const void *src, size_t bytes);
  * seen (option d2h_hugepages=0). Returns whether it advised (tests). */
 bool us_hostcopy_advise_fresh(void *dst, size_t bytes);
 
+/* A copy of `bytes` (one us_hostcopy call) comes next, after a wait for
+ * the GPU: where the pool shares it and any of its workers sleeps, wakes
+ * them now, to spin for the job (as after a job when jobs come back to back).
+ * A worker that slept takes 20-200 us to run again on an H200 VM host after
+ * 2 ms idle, against 17 us when the machine is busy (seven workers,
+ * performance.md session 33); woken when the job is posted, the caller waited
+ * for that. Woken here, the wake-up overlaps the caller's wait for its
+ * first chunk. Costs the caller one broadcast (6-8 us there) only when a
+ * worker sleeps, which the job would otherwise pay. */
+void us_hostcopy_expect(size_t bytes);
+
 /* Starts the pool's threads now, as many as a large copy would use: their
  * creation was the first large pipelined copy's (on H100 hosts the first
  * 2 MiB H2D of a process's rows took 0.78-0.84 ms with the pool's first

@@ -137,6 +137,9 @@ bool us_pipeline_d2h_start(const struct us_copy *c, const struct us_ctx *home, s
         us_log_once(&logged_hugepages, US_LOG_INFO,
                     "a D2H into memory not yet mapped advised huge pages for its destination before copying into it "
                     "(option d2h_hugepages)");
+    /* the first chunk's host copy comes after its DMA: sleeping copy
+     * threads wake meanwhile */
+    us_hostcopy_expect(us_pipe_chunk_room(&run->s, 0, c->bytes));
     issue_first(run);
     /* A destination taken as pageable on a remembered answer (hostpages.h)
      * is asked about now, while the first chunk is on the GPU. Pinned after

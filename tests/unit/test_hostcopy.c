@@ -280,6 +280,37 @@ static void test_hostcopy_workers_sleep_after_lone_copies(void **state)
     free(dst);
 }
 
+/* A copy announced ahead (us_hostcopy_expect, a D2H before its first
+ * chunk's DMA) wakes the sleeping workers to spin for it; one the pool would
+ * not share wakes nobody. Every byte of the copy that follows lands. */
+static void test_hostcopy_announced_copy_wakes_the_workers(void **state)
+{
+    (void)state;
+    set_threads(4, 1u << 20);
+    const size_t n = 1u << 20;
+    unsigned char *src = malloc(n), *dst = malloc(n);
+    assert_non_null(src);
+    assert_non_null(dst);
+    fill(src, n, 55);
+    memset(dst, 0, n);
+    us_hostcopy_start();
+    pause_ms(20); /* any earlier spin is over: every worker sleeps */
+    unsigned before = us_hostcopy_worker_spins();
+    us_hostcopy_expect(n / 2); /* below copy_thread_min: a copy on the caller alone */
+    pause_ms(20);
+    assert_int_equal(us_hostcopy_worker_spins(), before);
+    us_hostcopy_expect(n);
+    unsigned workers = us_hostcopy_workers(); /* three, or more that earlier tests started */
+    for (int i = 0; i < 1000 && us_hostcopy_worker_spins() < before + workers; i++)
+        pause_ms(1);
+    pause_ms(5);
+    assert_int_equal(us_hostcopy_worker_spins(), before + workers); /* each worker, once */
+    us_hostcopy(dst, src, n);
+    assert_memory_equal(dst, src, n);
+    free(src);
+    free(dst);
+}
+
 /* --- fork ---------------------------------------------------------------------------- */
 
 static void test_hostcopy_after_fork(void **state)
@@ -399,6 +430,7 @@ int main(void)
         T(test_hostcopy_concurrent_callers),
         T(test_hostcopy_workers_spin_between_back_to_back_copies),
         T(test_hostcopy_workers_sleep_after_lone_copies),
+        T(test_hostcopy_announced_copy_wakes_the_workers),
         T(test_hostcopy_after_fork),
         T(test_hostcopy_advises_a_new_destination),
         T(test_hostcopy_leaves_used_or_small_destinations),
