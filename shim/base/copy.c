@@ -56,6 +56,8 @@ static cudaError_t native_call(const struct us_copy *c)
  * called. */
 cudaError_t us_copy_native(const struct us_copy *c)
 {
+    if (c->rehearsal) /* the first copies' rehearsal (chain.h) issues nothing */
+        return cudaSuccess;
     us_state_enter();
     cudaError_t err = native_call(c);
     us_state_leave();

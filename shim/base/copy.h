@@ -218,7 +218,8 @@ static inline cudaStream_t us_copy_stream(const struct us_copy *c)
 const char *us_copy_api_name(enum us_copy_api api);
 const char *us_copy_path_name(enum us_copy_path path);
 
-/* The native call, exactly as the program made it. */
+/* The native call, exactly as the program made it; none for a rehearsal
+ * (c->rehearsal: the first copies', chain.h), which returns cudaSuccess. */
 cudaError_t us_copy_native(const struct us_copy *c);
 
 #endif
