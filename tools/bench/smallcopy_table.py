@@ -20,18 +20,32 @@ verdict's margin (either way) says so: the margin there is inside what one
 set of processes differs from another, which no change of the shim decides.
 The verdict is still unstall against native.
 
-Each key the verdict names carries how many rounds say the same on their own:
-"first 16/16" means that in 16 of the 16 rounds the shim's process was worse
-than that round's native process by the same margin (its own first call,
-median or p99, from its SMALLCOPY line; rounds are paired in file order, as
-smallcopy.sh runs them). A pooled figure that one slow process moved shows a
-small count; a cost every process pays shows them all.
+A figure worse by the margin makes a row slower only where the rounds say
+so beyond chance. Rounds are paired in file order, as smallcopy.sh runs them
+(native, shim and control taking turns on one host state): for each key, k
+rounds whose shim process was worse than that round's native one by the margin
+(its own first call, median or p99, from its SMALLCOPY line), j where native's
+was worse than the shim's by as much. Were neither slower, each of those k + j
+rounds would fall either way as a coin does; the verdict is "slower" where k
+or more of them falling the shim's way has a chance under 1% (a one-sided sign
+test). It says "first 14/16 against 1/16 (p 0.00049)". A figure worse by the
+margin that chance explains is said beside "ok" ("by chance: first 11/16
+against 4/16 (p 0.059)"): on the GPU hosts a row's first call came out at 70-90
+or 130-200 us from one process to the next, natively as under the shim, and
+the median of 16 such draws moved by 40%. Where the rounds are too few for the
+test ever to reach 1% (6 or fewer), the figure alone decides, as it did for every
+row before session 34, and the key carries n/N only ("first 3/3").
+
+The control is judged by the same test against native, either way: the
+count of rows where it differs is what chance makes of the rule (0 expected;
+the figure alone flagged 32 of 40 rows for it on an H200, session 33).
 
 Rows that smallcopy.c ran with a sleep before each call (SMALLCOPY_GAP_US: its
 lines say gap_us) are said to be so under the table.
 
 Usage: smallcopy_table.py NATIVE_FILE SHIM_FILE [CONTROL_FILE]
 Exit status 0; the verdict column says where unstall loses."""
+import math
 import re
 import sys
 
@@ -39,6 +53,10 @@ import sys
 # what the verdict compares: the median and p99 of every call, and the row's
 # first call (the median of the rounds' first calls)
 VERDICT_KEYS = ("median_us", "p99_us", "first_us")
+
+# the chance under which the paired rounds' counts make a worse figure a
+# slower row (one-sided sign test; module docstring)
+ALPHA = 0.01
 
 
 def p99_of(sorted_times):
@@ -102,11 +120,28 @@ def differs(a, b):
     return worse(a, b) or worse(b, a)
 
 
-def rounds_agreeing(key, shim, native):
-    """'n/N': of the N rounds paired in file order, those whose own figure
-    for key is worse than native's by the verdict's margin."""
-    pairs = list(zip(shim["per_round"], native["per_round"]))
-    return f"{sum(worse(s[key], n[key]) for s, n in pairs)}/{len(pairs)}"
+def sign_test(key, a, b):
+    """(k, j, n, p) over the n rounds paired in file order: k whose own figure
+    for key is worse in a than in b by the margin, j worse in b than in a; p
+    the chance of k or more of the k + j falling a's way were neither slower."""
+    pairs = list(zip(a["per_round"], b["per_round"]))
+    k = sum(worse(x[key], y[key]) for x, y in pairs)
+    j = sum(worse(y[key], x[key]) for x, y in pairs)
+    m = k + j
+    p = sum(math.comb(m, i) for i in range(k, m + 1)) / 2 ** m if m else 1.0
+    return k, j, len(pairs), p
+
+
+def judge(key, a, b):
+    """None where a's figure for key is not worse than b's by the margin; else
+    (slower, text): slower where the rounds say so beyond chance, or are too
+    few to test (the figure alone then); text the rounds' counts."""
+    if not worse(a[key], b[key]):
+        return None
+    k, j, n, p = sign_test(key, a, b)
+    if 0.5 ** n >= ALPHA:  # too few rounds: no count could be beyond chance
+        return True, f"{key[:-3]} {k}/{n}"
+    return p < ALPHA, f"{key[:-3]} {k}/{n} against {j}/{n} (p {p:.2g})"
 
 
 def main():
@@ -115,7 +150,7 @@ def main():
     control_head = f" {'control':>13} |" if control is not None else ""
     print(f"{'op':<10} {'size':>8} | {'median native':>13} {'unstall':>8} | {'p99 native':>10} {'unstall':>8} | "
           f"{'worst native':>12} {'unstall':>8} | {'first native':>12} {'unstall':>8} |{control_head} data | verdict")
-    slower = noisy = 0
+    slower = by_chance = noisy = control_differs = 0
     rounds = set()
     ops = list(dict.fromkeys(op for op, _ in native))  # in the order they first appear
     for key in sorted(native, key=lambda k: (ops.index(k[0]), k[1])):
@@ -124,15 +159,21 @@ def main():
         if s is None:
             continue
         rounds.add((min(n["rounds"], s["rounds"]), key[1]))
-        bad = [k for k in VERDICT_KEYS if worse(s[k], n[k])]
+        judged = [j for j in (judge(k, s, n) for k in VERDICT_KEYS) if j is not None]
+        bad = [text for is_slower, text in judged if is_slower]
+        chance = [text for is_slower, text in judged if not is_slower]
         slower += bool(bad)
-        verdict = "slower: " + ",".join(f"{k[:-3]} {rounds_agreeing(k, s, n)}" for k in bad) if bad else "ok"
+        by_chance += bool(chance) and not bad
+        verdict = "slower: " + ",".join(bad) if bad else "ok"
+        if chance:
+            verdict += "; by chance: " + ",".join(chance)
         data = "ok" if n["ok"] and s["ok"] else "BAD"
         c = control.get(key) if control is not None else None
         control_cols = "" if control is None else f" {'-':>13} |"
         if c is not None:
             control_cols = f" {c['median_us']:>6.1f} {c['p99_us']:>6.1f} |"
             data = data if c["ok"] else "BAD"
+            control_differs += any(j is not None and j[0] for k in VERDICT_KEYS for j in (judge(k, c, n), judge(k, n, c)))
             off = [k[:-3] for k in VERDICT_KEYS if differs(c[k], n[k])]
             if off:
                 noisy += 1
@@ -140,10 +181,13 @@ def main():
         print(f"{key[0]:<10} {size(key[1]):>8} | {n['median_us']:>13.1f} {s['median_us']:>8.1f} | "
               f"{n['p99_us']:>10.1f} {s['p99_us']:>8.1f} | {n['max_us']:>12.1f} {s['max_us']:>8.1f} | "
               f"{n['first_us']:>12.1f} {s['first_us']:>8.1f} |{control_cols} {data:>4} | {verdict}")
-    print(f"rows where unstall is slower (median, p99 or first call > 5% and > 1 us worse): {slower} "
-          "(n/N after each: the rounds whose own figure is that much worse)")
+    print(f"rows where unstall is slower: {slower} (a median, p99 or first call > 5% and > 1 us worse, in more of "
+          f"the paired rounds than chance explains: one-sided sign test, p < {ALPHA:g}; n/N: the rounds whose own "
+          "figure is that much worse, against those where native's is; with 6 rounds or fewer, the figure alone)")
+    print(f"rows worse by the margin in a figure that chance explains, and not slower: {by_chance}")
     if control is not None:
-        print(f"rows where the control (the shim loaded, UNSTALL_DISABLE=1) is as far from native, either way: {noisy}")
+        print(f"rows where the control (the shim loaded, UNSTALL_DISABLE=1) is as far from native, either way, "
+              f"by the figures: {noisy}; by the same test as the verdict: {control_differs}")
     many = max((r for r, _ in rounds), default=1)
     print("times in microseconds on the calling thread; first: the row's first call (a process's first copy for "
           "the first row of its processes)" + (f"; {rounds_text(rounds)} of processes, native and unstall" + (", and the control," if control is not None else "")
