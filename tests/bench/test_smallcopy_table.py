@@ -117,7 +117,7 @@ class SmallcopyTable(unittest.TestCase):
         self.assertTrue(got["h2d 64"].endswith("slower: median 3/3,p99 3/3,first 3/3"), got["h2d 64"])
         self.assertIn("|    6.0    6.0 |", got["h2d 4"])
         self.assertIn("rows where unstall is slower: 2 ", out)
-        self.assertIn("as far from native, either way, by the figures: 1; by the same test as the verdict: 1", out)
+        self.assertIn("either way, by the figures: 1; by the verdict's rule: 0 of the 0 rows with rounds enough to test, 1 of the 2 with too few (the figure alone)", out)
 
     def test_rounds_agreeing_tell_one_slow_process_from_every_process(self):
         # two rows flagged by the pooled p99: in 64 KiB one shim process of four
@@ -172,7 +172,7 @@ class SmallcopyTable(unittest.TestCase):
         shim = rows("h2d", 4096, [[7.0] * 100] * 16)
         control = rows("h2d", 4096, [[9.0] * 100] * 10 + [[5.0] * 100] * 6)
         _, out = table(native, shim, control)
-        self.assertIn("either way, by the figures: 1; by the same test as the verdict: 0", out)
+        self.assertIn("either way, by the figures: 1; by the verdict's rule: 0 of the 1 rows with rounds enough to test", out)
 
     def test_without_control_no_control_column(self):
         got, out = table(rows("h2d", 4, [[8.0] * 10]), rows("h2d", 4, [[8.0] * 10]))
