@@ -5,6 +5,7 @@
 #include "log.h"
 #include "srcline.h"
 #include "unwinder.h"
+#include "walkmemo.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -105,7 +106,10 @@ void us_callsite_self_range(uintptr_t *lo, uintptr_t *hi)
 /* caller: a return address into the caller of us_site_capture, the first
  * frame kept (then the shim's own leading frames are dropped). Frames are
  * matched by address, not counted, so neither a sanitizer's backtrace
- * interceptor nor a tail call into here shifts them. */
+ * interceptor nor a tail call into here shifts them. A walk this thread made
+ * from the same frame before, and which its stack still holds, is not made
+ * again (walkmemo.h). */
+_Static_assert(US_SITE_MAX_FRAMES <= US_WALKMEMO_MAX_FRAMES, "a remembered walk keeps a site's frames");
 __attribute__((noinline)) static void capture_from(struct us_site *site, int max_depth, bool python,
                                                    const void *caller)
 {
@@ -114,23 +118,32 @@ __attribute__((noinline)) static void capture_from(struct us_site *site, int max
         max_depth = 1;
     if (max_depth > US_SITE_MAX_FRAMES)
         max_depth = US_SITE_MAX_FRAMES;
-    int n = us_unwind(buf, max_depth + SELF_SLACK + 3);
-    uintptr_t lo, hi;
-    us_callsite_self_range(&lo, &hi);
-    /* buf[0] is us_unwind, buf[1] this function, buf[2] us_site_capture
-     * (absent after a tail call), then its caller */
-    int i = 3;
-    for (int k = 0; k < n && k < 6; k++)
-        if (buf[k] == caller) {
-            i = k;
-            break;
-        }
-    while (i < n && (uintptr_t)buf[i] >= lo && (uintptr_t)buf[i] < hi)
-        i++;
-    int depth = 0;
-    for (; i < n && depth < max_depth; i++)
-        site->frames[depth++] = buf[i];
-    site->depth = depth;
+    /* the key's own address stands for this frame's: the stack pointer
+     * this function was entered with, less a fixed amount */
+    struct us_walkmemo_key key = {.caller = caller, .max_depth = max_depth};
+    key.frame = (uintptr_t)&key;
+    us_callsite_self_range(&key.self_lo, &key.self_hi);
+    if (!us_walkmemo_find(&key, site->frames, &site->depth)) {
+        int n = us_unwind(buf, max_depth + SELF_SLACK + 3);
+        /* buf[0] is us_unwind, buf[1] this function, buf[2] us_site_capture
+         * (absent after a tail call), then its caller */
+        int i = 3, from = -1;
+        for (int k = 0; k < n && k < 6; k++)
+            if (buf[k] == caller) {
+                i = from = k;
+                break;
+            }
+        while (i < n && (uintptr_t)buf[i] >= key.self_lo && (uintptr_t)buf[i] < key.self_hi)
+            i++;
+        int depth = 0;
+        for (; i < n && depth < max_depth; i++)
+            site->frames[depth++] = buf[i];
+        site->depth = depth;
+        /* the return addresses that decided the site: the caller's to the
+         * last kept */
+        if (from >= 0 && i > from)
+            us_walkmemo_learn(&key, buf + from, i - from, site->frames, depth);
+    }
     site->py_depth = 0;
     if (python)
         site->py_depth = us_callsite_python_capture(site->py_file, site->py_func);
