@@ -163,6 +163,7 @@ void us_callsite_prepare(void)
      * 0.3-0.4 ms on the build machine, which the first finding's call paid */
     void *warm[US_SITE_MAX_FRAMES + SELF_SLACK + 3];
     (void)us_unwind(warm, (int)(sizeof warm / sizeof warm[0]));
+    us_walkmemo_prepare();
     (void)us_callsite_python_available();
 }
 

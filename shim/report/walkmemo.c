@@ -53,6 +53,29 @@ static void init(void)
     *(void **)&unwind_get_cfa = dlsym(lib, "_Unwind_GetCFA");
 }
 
+static _Unwind_Reason_Code walk_on(struct _Unwind_Context *ctx, void *arg)
+{
+    (void)ctx, (void)arg;
+    return _URC_NO_REASON;
+}
+
+static struct memo *memo_of_thread(void);
+static bool stack_known(struct memo *m);
+
+void us_walkmemo_prepare(void)
+{
+#if defined(__x86_64__)
+    pthread_once(&once, init);
+    if (unwind_backtrace != NULL)
+        unwind_backtrace(walk_on, NULL);
+    /* the stack's bounds: for the main thread, where the shim usually
+     * starts, glibc reads /proc/self/maps (90 us on the build machine) */
+    struct memo *m = memo_of_thread();
+    if (m != NULL)
+        (void)stack_known(m);
+#endif
+}
+
 static bool same_key(const struct us_walkmemo_key *a, const struct us_walkmemo_key *b)
 {
     return a->frame == b->frame && a->caller == b->caller && a->self_lo == b->self_lo && a->self_hi == b->self_hi &&
