@@ -263,6 +263,8 @@ static cudaError_t native_then_classify(struct us_copy *c, const struct us_confi
     if (decision.rule_count > 0) {
         struct copy_site site = {.taken = false};
         struct us_engine_call no_engine = {0};
+        if (c->rehearsal) /* the walk's slots learnt now, not at a copy (walkmemo.h) */
+            us_callsite_learn_next();
         take_site(&site);
         if (!c->rehearsal)
             record_findings(c, &decision, &no_engine, &site.site, start, end, false);

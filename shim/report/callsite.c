@@ -155,6 +155,11 @@ __attribute__((noinline)) void us_site_capture(struct us_site *site)
     capture_from(site, (int)cfg->callsite_depth, cfg->python_frames, __builtin_return_address(0));
 }
 
+void us_callsite_learn_next(void)
+{
+    us_walkmemo_learn_next();
+}
+
 void us_callsite_prepare(void)
 {
     pthread_once(&self_once, self_init);

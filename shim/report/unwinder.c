@@ -62,10 +62,24 @@ typedef void (*mask_hook_fn)(void);
 #endif
 #define UNW_CACHE_PER_THREAD 2 /* libunwind.h's value: no lock between threads */
 
+/* libunwind's step by step walk, for the slots (us_unwind_slots). Its
+ * cursor and context are opaque here (no header): room enough for both,
+ * 127 words and a ucontext_t in libunwind 1.x on x86-64. */
+#define UNW_REG_IP_X86_64 16
+#define UNW_REG_SP_X86_64 7
+typedef int (*getcontext_fn)(void *context);
+typedef int (*init_local_fn)(void *cursor, void *context);
+typedef int (*step_fn)(void *cursor);
+typedef int (*get_reg_fn)(void *cursor, int reg, uintptr_t *value);
+
 static struct {
     pthread_mutex_t lock; /* choosing only; a walk takes none */
     atomic_bool chosen;
     walk_fn walk;
+    getcontext_fn getcontext; /* all four, or none */
+    init_local_fn init_local;
+    step_fn step;
+    get_reg_fn get_reg;
     enum us_unwinder_kind kind;
     bool overridden; /* by a test: */
     const char *bundled_override;
@@ -239,6 +253,7 @@ static void choose_locked(void)
 {
     unwinder.walk = backtrace;
     unwinder.kind = US_UNWINDER_BACKTRACE;
+    unwinder.getcontext = NULL;
     /* Under ThreadSanitizer, libunwind's per-thread cache destructor runs at
      * thread exit after TSan tore the thread's state down, and crashes the
      * program (seen in make sanitize): stay with backtrace(3) there. */
@@ -268,6 +283,13 @@ static void choose_locked(void)
     bool private_copy = mask_nothing_in(lib);
     unwinder.walk = fast;
     unwinder.kind = private_copy ? US_UNWINDER_LIBUNWIND_PRIVATE : US_UNWINDER_LIBUNWIND;
+#if defined(__x86_64__)
+    *(void **)&unwinder.init_local = dlsym(lib, UNW_PREFIX "init_local");
+    *(void **)&unwinder.step = dlsym(lib, UNW_PREFIX "step");
+    *(void **)&unwinder.get_reg = dlsym(lib, UNW_PREFIX "get_reg");
+    if (unwinder.init_local != NULL && unwinder.step != NULL && unwinder.get_reg != NULL)
+        *(void **)&unwinder.getcontext = dlsym(lib, "_Ux86_64_getcontext");
+#endif
     us_log_once(&logged_unwinder, US_LOG_INFO, "call sites are captured with libunwind (%s%s)", from,
                 private_copy ? ", a private copy: its signal masking off" : "");
 }
@@ -298,6 +320,32 @@ int us_unwind(void **frames, int max)
     int n = unwinder.walk(frames, max);
     walking = false;
     return n;
+}
+
+__attribute__((noinline)) int us_unwind_slots(void *const *rets, int n, uintptr_t *slots)
+{
+    choose();
+    if (walking || unwinder.getcontext == NULL || n < 1)
+        return 0;
+    walking = true;
+    _Alignas(64) unsigned char context[4096], cursor[4096];
+    int found = 0;
+    if (unwinder.getcontext(context) == 0 && unwinder.init_local(cursor, context) == 0) {
+        /* frame by frame from this one: a return address is the IP of the
+         * frame it returns to, and sits just below that frame's SP */
+        for (int steps = 0; found < n && steps < 256 && unwinder.step(cursor) > 0; steps++) {
+            uintptr_t ip, sp;
+            if (unwinder.get_reg(cursor, UNW_REG_IP_X86_64, &ip) != 0 ||
+                unwinder.get_reg(cursor, UNW_REG_SP_X86_64, &sp) != 0)
+                break;
+            if (ip == (uintptr_t)rets[found])
+                slots[found++] = sp - sizeof(void *);
+            else if (found > 0)
+                break; /* not in the walk's order */
+        }
+    }
+    walking = false;
+    return found;
 }
 
 enum us_unwinder_kind us_unwinder_kind(void)

@@ -2,12 +2,12 @@
  * holds them (walkmemo.h). */
 #include "walkmemo.h"
 
-#include <dlfcn.h>
 #include <pthread.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unwind.h>
+
+#include "unwinder.h"
 
 #define ENTRIES 4 /* walks remembered per thread, and keys that missed once */
 
@@ -30,50 +30,16 @@ struct memo {
 
 static _Thread_local struct memo *mine __attribute__((tls_model("initial-exec")));
 static _Thread_local bool busy __attribute__((tls_model("initial-exec")));
+static _Thread_local bool eager __attribute__((tls_model("initial-exec"))); /* us_walkmemo_learn_next */
 static _Thread_local unsigned long hits, learnt __attribute__((tls_model("initial-exec")));
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static pthread_key_t free_at_exit;
 static bool key_made;
 
-/* libgcc's unwinder, which says each frame's canonical frame address:
- * resolved at run time, as glibc's backtrace(3) does */
-static _Unwind_Reason_Code (*unwind_backtrace)(_Unwind_Trace_Fn, void *);
-static _Unwind_Ptr (*unwind_get_ip)(struct _Unwind_Context *);
-static _Unwind_Word (*unwind_get_cfa)(struct _Unwind_Context *);
-
 static void init(void)
 {
     key_made = pthread_key_create(&free_at_exit, free) == 0;
-    void *lib = dlopen("libgcc_s.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (lib == NULL)
-        return;
-    *(void **)&unwind_backtrace = dlsym(lib, "_Unwind_Backtrace");
-    *(void **)&unwind_get_ip = dlsym(lib, "_Unwind_GetIP");
-    *(void **)&unwind_get_cfa = dlsym(lib, "_Unwind_GetCFA");
-}
-
-static _Unwind_Reason_Code walk_on(struct _Unwind_Context *ctx, void *arg)
-{
-    (void)ctx, (void)arg;
-    return _URC_NO_REASON;
-}
-
-static struct memo *memo_of_thread(void);
-static bool stack_known(struct memo *m);
-
-void us_walkmemo_prepare(void)
-{
-#if defined(__x86_64__)
-    pthread_once(&once, init);
-    if (unwind_backtrace != NULL)
-        unwind_backtrace(walk_on, NULL);
-    /* the stack's bounds: for the main thread, where the shim usually
-     * starts, glibc reads /proc/self/maps (90 us on the build machine) */
-    struct memo *m = memo_of_thread();
-    if (m != NULL)
-        (void)stack_known(m);
-#endif
 }
 
 static bool same_key(const struct us_walkmemo_key *a, const struct us_walkmemo_key *b)
@@ -121,31 +87,6 @@ bool us_walkmemo_find(const struct us_walkmemo_key *key, void **frames, int *dep
 
 /* --- learning ------------------------------------------------------------------------ */
 
-struct slot_search {
-    void *const *rets;
-    int n, found;
-    uintptr_t *slot;
-    bool broken; /* the return addresses came in another order */
-};
-
-/* Each frame in turn, innermost first. libgcc's context for a frame whose
- * IP is a return address says, as its canonical frame address, the one of
- * the frame that address was pushed from (the callee's): the return address
- * sits just below it (checked after: slots_hold). */
-static _Unwind_Reason_Code visit(struct _Unwind_Context *ctx, void *arg)
-{
-    struct slot_search *s = arg;
-    if ((uintptr_t)unwind_get_ip(ctx) == (uintptr_t)s->rets[s->found]) {
-        s->slot[s->found++] = (uintptr_t)unwind_get_cfa(ctx) - sizeof(void *);
-        if (s->found == s->n)
-            return _URC_END_OF_STACK;
-    } else if (s->found > 0) {
-        s->broken = true;
-        return _URC_END_OF_STACK;
-    }
-    return _URC_NO_REASON;
-}
-
 static struct memo *memo_of_thread(void)
 {
     if (mine == NULL) {
@@ -176,6 +117,17 @@ static bool stack_known(struct memo *m)
     return m->stack_lo < m->stack_hi;
 }
 
+void us_walkmemo_prepare(void)
+{
+#if defined(__x86_64__)
+    /* the stack's bounds: for the main thread, where the shim usually
+     * starts, glibc reads /proc/self/maps (90 us on the build machine) */
+    struct memo *m = memo_of_thread();
+    if (m != NULL)
+        (void)stack_known(m);
+#endif
+}
+
 /* The second miss of a key learns it; the first is noted. */
 static bool missed_before(struct memo *m, const struct us_walkmemo_key *key)
 {
@@ -199,19 +151,19 @@ __attribute__((noinline)) void us_walkmemo_learn(const struct us_walkmemo_key *k
                                                  void *const *frames, int depth)
 {
 #if defined(__x86_64__)
+    bool now = eager;
+    eager = false;
     if (n < 1 || n > US_WALKMEMO_MAX_RETS || depth < 0 || depth > US_WALKMEMO_MAX_FRAMES || rets[0] != key->caller || busy)
         return;
     busy = true;
     struct memo *m = memo_of_thread();
-    if (m == NULL || !missed_before(m, key) || unwind_backtrace == NULL || unwind_get_ip == NULL ||
-        unwind_get_cfa == NULL || !stack_known(m) || key->frame < m->stack_lo || key->frame >= m->stack_hi) {
+    if (m == NULL || !(missed_before(m, key) || now) || !stack_known(m) || key->frame < m->stack_lo ||
+        key->frame >= m->stack_hi) {
         busy = false;
         return;
     }
     uintptr_t slot[US_WALKMEMO_MAX_RETS];
-    struct slot_search s = {.rets = rets, .n = n, .slot = slot};
-    unwind_backtrace(visit, &s);
-    bool ok = s.found == n && !s.broken;
+    bool ok = us_unwind_slots(rets, n, slot) == n;
     for (int i = 0; ok && i < n; i++) /* above the capture's frame, in order, on this stack */
         ok = slot[i] > key->frame && slot[i] + sizeof(void *) <= m->stack_hi && (i == 0 || slot[i] > slot[i - 1]);
     if (ok && slots_hold(rets, slot, n)) {
@@ -228,6 +180,11 @@ __attribute__((noinline)) void us_walkmemo_learn(const struct us_walkmemo_key *k
 #else
     (void)key, (void)rets, (void)n, (void)frames, (void)depth;
 #endif
+}
+
+void us_walkmemo_learn_next(void)
+{
+    eager = true;
 }
 
 unsigned long us_walkmemo_hits(void)

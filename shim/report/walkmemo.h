@@ -10,8 +10,8 @@
  * instruction stores it just below the caller's frame (at the callee's
  * canonical frame address less 8). The memo keeps, for each return address
  * from the capture's caller up to the last frame the site keeps, the slot it
- * sits in (learnt with a second walk, libgcc's, which gives each frame's
- * canonical frame address). A later capture from the same frame (the same
+ * sits in (learnt with a second walk, libunwind's step by step one, which
+ * says each frame's stack pointer: unwinder.h). A later capture from the same frame (the same
  * stack pointer in the capture, the same caller) whose slots still hold the
  * same return addresses has the same frames: each frame is laid out by the
  * function its return address is in, so the first frame that differs puts
@@ -26,7 +26,8 @@
  * and the stack's top (pthread_getattr_np): a capture on another stack (a
  * signal's alternate stack, a coroutine's) walks every time. A key is learnt
  * the second time it misses, so a call site met once costs no second walk.
- * x86-64 only (elsewhere every capture walks). */
+ * x86-64 with libunwind only (elsewhere, and with backtrace(3), every capture
+ * walks). */
 #ifndef UNSTALL_WALKMEMO_H
 #define UNSTALL_WALKMEMO_H
 
@@ -63,6 +64,9 @@ bool us_walkmemo_find(const struct us_walkmemo_key *key, void **frames, int *dep
  * that decided the site's frames, frames[0..depth) the site's. Remembered the
  * second time the key misses. */
 void us_walkmemo_learn(const struct us_walkmemo_key *key, void *const *rets, int n, void *const *frames, int depth);
+
+/* The calling thread's next learning does not wait for a second miss. */
+void us_walkmemo_learn_next(void);
 
 /* For tests: captures the calling thread answered from its memo, and walks
  * it learnt. */

@@ -67,6 +67,13 @@ __attribute__((noipa)) static void capture_from_one_place(struct us_site *out, i
     }
 }
 
+/* the same from one frame deeper: a key no other test has met */
+__attribute__((noipa)) static void capture_from_depth(struct us_site *out, int n)
+{
+    capture_from_one_place(out, n, NULL);
+    __asm__ volatile("" ::: "memory");
+}
+
 static void test_walkmemo_repeated_capture_is_remembered(void **state)
 {
     (void)state;
@@ -121,6 +128,22 @@ static void test_walkmemo_key_holds_self_range_and_depth(void **state)
         assert_ptr_equal(s[3].frames[i], s[0].frames[i]);
 }
 
+static void test_walkmemo_learn_next_learns_at_the_first_miss(void **state)
+{
+    (void)state;
+    struct us_site s[3];
+    unsigned long hits = us_walkmemo_hits(), learnt = us_walkmemo_learnt();
+    us_callsite_learn_next();
+    capture_from_depth(s, 3);
+#if defined(__x86_64__)
+    assert_int_equal(us_walkmemo_learnt(), learnt + 1);
+    assert_int_equal(us_walkmemo_hits(), hits + 2); /* the second and third */
+#else
+    (void)hits, (void)learnt;
+#endif
+    same_frames(&s[0], &s[2]);
+}
+
 static void *other_thread(void *arg)
 {
     struct us_site *out = arg;
@@ -148,6 +171,7 @@ int main(void)
         cmocka_unit_test_setup(test_walkmemo_repeated_capture_is_remembered, setup),
         cmocka_unit_test_setup(test_walkmemo_tells_callers_at_the_same_depth_apart, setup),
         cmocka_unit_test_setup(test_walkmemo_key_holds_self_range_and_depth, setup),
+        cmocka_unit_test_setup(test_walkmemo_learn_next_learns_at_the_first_miss, setup),
         cmocka_unit_test_setup(test_walkmemo_each_thread_its_own, setup),
     };
     return US_RUN_TESTS("test_walkmemo", tests, NULL, NULL);
