@@ -64,7 +64,8 @@ typedef void (*mask_hook_fn)(void);
 
 /* libunwind's step by step walk, for the slots (us_unwind_slots). Its
  * cursor and context are opaque here (no header): room enough for both,
- * 127 words and a ucontext_t in libunwind 1.x on x86-64. */
+ * 127 words (1016 bytes) and a ucontext_t (968) in libunwind 1.x on x86-64. */
+#define UNW_OPAQUE_BYTES 2048
 #define UNW_REG_IP_X86_64 16
 #define UNW_REG_SP_X86_64 7
 typedef int (*getcontext_fn)(void *context);
@@ -328,7 +329,7 @@ __attribute__((noinline)) int us_unwind_slots(void *const *rets, int n, uintptr_
     if (walking || unwinder.getcontext == NULL || n < 1)
         return 0;
     walking = true;
-    _Alignas(64) unsigned char context[4096], cursor[4096];
+    _Alignas(64) unsigned char context[UNW_OPAQUE_BYTES], cursor[UNW_OPAQUE_BYTES];
     int found = 0;
     if (unwinder.getcontext(context) == 0 && unwinder.init_local(cursor, context) == 0) {
         /* frame by frame from this one: a return address is the IP of the

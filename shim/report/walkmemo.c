@@ -37,9 +37,19 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
 static pthread_key_t free_at_exit;
 static bool key_made;
 
+/* At the thread's exit. Another key's destructor may still capture on this
+ * thread after it (a library's clean-up calling CUDA): it finds no memo and
+ * makes a new one, which the next round of destructors frees. */
+static void forget(void *memo)
+{
+    if (mine == memo)
+        mine = NULL;
+    free(memo);
+}
+
 static void init(void)
 {
-    key_made = pthread_key_create(&free_at_exit, free) == 0;
+    key_made = pthread_key_create(&free_at_exit, forget) == 0;
 }
 
 static bool same_key(const struct us_walkmemo_key *a, const struct us_walkmemo_key *b)
