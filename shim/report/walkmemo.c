@@ -62,10 +62,11 @@ static bool same_key(const struct us_walkmemo_key *a, const struct us_walkmemo_k
  * capture's frame and the top of the thread's stack (checked when learnt),
  * live memory of this thread; the sanitizers would call reading another
  * frame's slot an overflow. */
-__attribute__((no_sanitize_address, no_sanitize("thread"))) static bool holds(const struct entry *e)
+__attribute__((no_sanitize_address, no_sanitize("thread"))) static bool slots_hold(const void *const *rets,
+                                                                                 const uintptr_t *slot, int n)
 {
-    for (int i = 0; i < e->rets; i++)
-        if (*(const void *const *)e->slot[i] != e->ret[i])
+    for (int i = 0; i < n; i++)
+        if (*(const void *const *)slot[i] != rets[i])
             return false;
     return true;
 }
@@ -80,7 +81,7 @@ bool us_walkmemo_find(const struct us_walkmemo_key *key, void **frames, int *dep
     bool found = false;
     for (unsigned i = 0; i < ENTRIES && !found; i++) {
         const struct entry *e = &m->entry[i];
-        if (e->rets > 0 && same_key(&e->key, key) && holds(e)) {
+        if (e->rets > 0 && same_key(&e->key, key) && slots_hold(e->ret, e->slot, e->rets)) {
             memcpy(frames, e->frames, (size_t)e->depth * sizeof *frames);
             *depth = e->depth;
             hits++;
@@ -148,15 +149,6 @@ static bool missed_before(struct memo *m, const struct us_walkmemo_key *key)
     return false;
 }
 
-__attribute__((no_sanitize_address, no_sanitize("thread"))) static bool slots_hold(void *const *rets, const uintptr_t *slot,
-                                                                                 int n)
-{
-    for (int i = 0; i < n; i++)
-        if (*(void *const *)slot[i] != rets[i])
-            return false;
-    return true;
-}
-
 __attribute__((noinline)) void us_walkmemo_learn(const struct us_walkmemo_key *key, void *const *rets, int n,
                                                  void *const *frames, int depth)
 {
@@ -176,7 +168,7 @@ __attribute__((noinline)) void us_walkmemo_learn(const struct us_walkmemo_key *k
     bool ok = us_unwind_slots(rets, n, slot) == n;
     for (int i = 0; ok && i < n; i++) /* above the capture's frame, in order, on this stack */
         ok = slot[i] > key->frame && slot[i] + sizeof(void *) <= m->stack_hi && (i == 0 || slot[i] > slot[i - 1]);
-    if (ok && slots_hold(rets, slot, n)) {
+    if (ok && slots_hold((const void *const *)rets, slot, n)) {
         struct entry *e = &m->entry[m->next_entry++ % ENTRIES];
         e->key = *key;
         memcpy(e->ret, rets, (size_t)n * sizeof *rets);
