@@ -134,6 +134,12 @@ def sign_test(key, a, b):
     return k, j, len(pairs), p
 
 
+def testable(rounds):
+    """Whether so many paired rounds can say anything beyond chance: all of
+    them falling one way must be rarer than ALPHA."""
+    return 0.5 ** rounds < ALPHA
+
+
 def judge(key, a, b):
     """None where a's figure for key is not worse than b's by the margin; else
     (slower, text): slower where the rounds say so beyond chance, or are too
@@ -141,7 +147,7 @@ def judge(key, a, b):
     if not worse(a[key], b[key]):
         return None
     k, j, n, p = sign_test(key, a, b)
-    if 0.5 ** n >= ALPHA:  # too few rounds: no count could be beyond chance
+    if not testable(n):  # the figure alone then
         return True, f"{key[:-3]} {k}/{n}"
     return p < ALPHA, f"{key[:-3]} {k}/{n} against {j}/{n} (p {p:.2g})"
 
@@ -177,9 +183,9 @@ def main():
             control_cols = f" {c['median_us']:>6.1f} {c['p99_us']:>6.1f} |"
             data = data if c["ok"] else "BAD"
             differs_now = any(j is not None and j[0] for k in VERDICT_KEYS for j in (judge(k, c, n), judge(k, n, c)))
-            testable = 0.5 ** min(len(c["per_round"]), len(n["per_round"])) < ALPHA
-            control_differs[testable] += differs_now
-            control_rows[testable] += 1
+            can_test = testable(min(len(c["per_round"]), len(n["per_round"])))
+            control_differs[can_test] += differs_now
+            control_rows[can_test] += 1
             off = [k[:-3] for k in VERDICT_KEYS if differs(c[k], n[k])]
             if off:
                 noisy += 1
