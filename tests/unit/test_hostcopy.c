@@ -233,6 +233,18 @@ static void pause_ms(long ms)
     nanosleep(&ts, NULL);
 }
 
+/* A source of src_bytes filled from `seed` and a zeroed destination of
+ * dst_bytes, for the tests of the workers. */
+static void copy_buffers(size_t src_bytes, size_t dst_bytes, unsigned seed, unsigned char **src, unsigned char **dst)
+{
+    *src = malloc(src_bytes);
+    *dst = malloc(dst_bytes);
+    assert_non_null(*src);
+    assert_non_null(*dst);
+    fill(*src, src_bytes, seed);
+    memset(*dst, 0, dst_bytes);
+}
+
 /* Copies that follow each other keep the workers spinning between them
  * (hostcopy.c's HC_WORKER_SPIN_NS), and every byte still lands: forty 1 MiB
  * copies back to back, checked after the last. */
@@ -242,11 +254,8 @@ static void test_hostcopy_workers_spin_between_back_to_back_copies(void **state)
     set_threads(4, 64u << 10);
     enum { N = 40 };
     const size_t n = 1u << 20;
-    unsigned char *src = malloc(n), *dst = malloc(N * n);
-    assert_non_null(src);
-    assert_non_null(dst);
-    fill(src, n, 1000);
-    memset(dst, 0, N * n);
+    unsigned char *src, *dst;
+    copy_buffers(n, N * n, 1000, &src, &dst);
     unsigned before = us_hostcopy_worker_spins();
     for (unsigned i = 0; i < N; i++) /* nothing between them: back to back */
         us_hostcopy(dst + i * n, src, n);
@@ -264,10 +273,8 @@ static void test_hostcopy_workers_sleep_after_lone_copies(void **state)
     (void)state;
     set_threads(4, 64u << 10);
     const size_t n = 1u << 20;
-    unsigned char *src = malloc(n), *dst = malloc(n);
-    assert_non_null(src);
-    assert_non_null(dst);
-    fill(src, n, 77);
+    unsigned char *src, *dst;
+    copy_buffers(n, n, 77, &src, &dst);
     pause_ms(20); /* any earlier test's spin is over */
     unsigned before = us_hostcopy_worker_spins();
     for (int i = 0; i < 3; i++) {
@@ -288,11 +295,8 @@ static void test_hostcopy_announced_copy_wakes_the_workers(void **state)
     (void)state;
     set_threads(4, 1u << 20);
     const size_t n = 1u << 20;
-    unsigned char *src = malloc(n), *dst = malloc(n);
-    assert_non_null(src);
-    assert_non_null(dst);
-    fill(src, n, 55);
-    memset(dst, 0, n);
+    unsigned char *src, *dst;
+    copy_buffers(n, n, 55, &src, &dst);
     us_hostcopy_start();
     pause_ms(20); /* any earlier spin is over: every worker sleeps */
     unsigned before = us_hostcopy_worker_spins();
