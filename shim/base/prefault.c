@@ -1,5 +1,6 @@
 /* prefault.c - see prefault.h. */
 #include "prefault.h"
+#include "phdr.h"
 
 #include <elf.h>
 #include <link.h>
@@ -82,12 +83,8 @@ size_t us_prefault_self(void)
     if (dl_iterate_phdr(find_own, &own) == 0 || !own.found)
         return 0;
     const struct dl_phdr_info *info = &own.info;
-    uintptr_t relro_lo = 0, relro_hi = 0;
-    for (ElfW(Half) i = 0; i < info->dlpi_phnum; i++)
-        if (info->dlpi_phdr[i].p_type == PT_GNU_RELRO) {
-            relro_lo = info->dlpi_addr + info->dlpi_phdr[i].p_vaddr;
-            relro_hi = relro_lo + info->dlpi_phdr[i].p_memsz;
-        }
+    uintptr_t relro_lo, relro_hi;
+    us_phdr_relro(info, &relro_lo, &relro_hi);
     size_t covered = 0;
     for (ElfW(Half) i = 0; i < info->dlpi_phnum; i++) {
         const ElfW(Phdr) *ph = &info->dlpi_phdr[i];

@@ -21,6 +21,7 @@
  * pure cost, and its calls are pointed at a function that makes none. */
 #include "unwinder.h"
 #include "log.h"
+#include "phdr.h"
 
 #include <dlfcn.h>
 #include <elf.h>
@@ -141,11 +142,7 @@ static int relro_visit(struct dl_phdr_info *info, size_t size, void *arg)
     struct relro_query *q = arg;
     if (info->dlpi_addr != q->base)
         return 0;
-    for (int i = 0; i < info->dlpi_phnum; i++)
-        if (info->dlpi_phdr[i].p_type == PT_GNU_RELRO) {
-            q->lo = info->dlpi_addr + info->dlpi_phdr[i].p_vaddr;
-            q->hi = q->lo + info->dlpi_phdr[i].p_memsz;
-        }
+    us_phdr_relro(info, &q->lo, &q->hi);
     return 1;
 }
 
