@@ -166,6 +166,7 @@ struct us_copy {
     struct us_mem dst_mem, src_mem;
     enum us_copy_path path;
     enum us_stream_kind stream_kind;
+    bool src_unlisted, dst_unlisted; /* us_classify_host_unknown found it absent from the table (classify.h) */
     bool rehearsal; /* a copy from us_copy_rehearsal_bytes (chain.h): nothing issued, nothing recorded */
 };
 

@@ -212,8 +212,11 @@ static void record_findings(const struct us_copy *c, const struct us_decision *d
                             const struct us_engine_call *engine, const struct us_site *site, uint64_t start,
                             uint64_t end, bool fixed)
 {
+    _Static_assert(US_MAX_RULES_PER_CALL <= US_FINDINGS_PER_CALL_MAX, "a call's findings recorded at once");
+    struct us_finding found[US_MAX_RULES_PER_CALL];
     for (int i = 0; i < decision->rule_count; i++) {
-        struct us_finding f = {
+        struct us_finding *f = &found[i];
+        *f = (struct us_finding){
             .rule = decision->rules[i],
             .api = us_copy_api_name(c->api),
             .bytes = c->bytes,
@@ -230,13 +233,13 @@ static void record_findings(const struct us_copy *c, const struct us_decision *d
         };
         if (decision->rules[i] == US_RULE_busy_engine_d2d) {
             /* about an earlier timed copy of this stream: how late it started */
-            f.bytes = engine->late_bytes;
-            f.held_ns = engine->late_ns;
-            f.context = engine->context;
-            f.fixed = false;
+            f->bytes = engine->late_bytes;
+            f->held_ns = engine->late_ns;
+            f->context = engine->context;
+            f->fixed = false;
         }
-        us_findings_record(&f, site);
     }
+    us_findings_record_call(found, decision->rule_count, site);
     US_PROBE_STAMP(recorded);
 }
 

@@ -12,8 +12,9 @@
  * it; SIZE_MAX for a pointer the runtime classified (it checks bounds itself,
  * and the copy it refuses is refused natively); 0 when unknown.
  * may_remember: a page the runtime called pageable before may be taken as
- * pageable without asking (hostpages.h). */
-static size_t classify_pointer(const void *ptr, bool may_remember, struct us_mem *out)
+ * pageable without asking (hostpages.h). unlisted: the table was asked about
+ * ptr in this call and did not know it. */
+static size_t classify_pointer(const void *ptr, bool may_remember, bool unlisted, struct us_mem *out)
 {
     struct us_range range;
     out->kind = US_MEM_UNKNOWN;
@@ -21,7 +22,7 @@ static size_t classify_pointer(const void *ptr, bool may_remember, struct us_mem
     out->remembered = false;
     if (ptr == NULL)
         return 0;
-    if (us_ptrtable_lookup((uintptr_t)ptr, &range)) {
+    if (!unlisted && us_ptrtable_lookup((uintptr_t)ptr, &range)) {
         out->kind = range.kind;
         out->device = range.kind == US_MEM_DEVICE ? range.device : -1;
         return range.size - ((uintptr_t)ptr - range.base);
@@ -61,7 +62,7 @@ static size_t classify_pointer(const void *ptr, bool may_remember, struct us_mem
 
 void us_classify_pointer(const void *ptr, struct us_mem *out)
 {
-    classify_pointer(ptr, false, out);
+    classify_pointer(ptr, false, false, out);
 }
 
 static int logged_refuted;
@@ -69,7 +70,7 @@ static int logged_refuted;
 bool us_classify_confirm_pageable(const void *ptr)
 {
     struct us_mem mem;
-    classify_pointer(ptr, false, &mem);
+    classify_pointer(ptr, false, false, &mem);
     if (mem.kind == US_MEM_PAGEABLE)
         return true;
     us_hostpages_forget(ptr);
@@ -134,8 +135,8 @@ void us_classify_copy(struct us_copy *c, bool may_remember)
         c->src_mem = c->dst_mem = (struct us_mem){ .kind = US_MEM_UNKNOWN, .device = -1 };
         return;
     }
-    size_t src_room = classify_pointer(c->src, may_remember, &c->src_mem);
-    size_t dst_room = classify_pointer(c->dst, may_remember, &c->dst_mem);
+    size_t src_room = classify_pointer(c->src, may_remember, c->src_unlisted, &c->src_mem);
+    size_t dst_room = classify_pointer(c->dst, may_remember, c->dst_unlisted, &c->dst_mem);
     c->path = path_of(c, src_room, dst_room);
 }
 
@@ -144,12 +145,15 @@ static bool known(const void *ptr)
     return ptr != NULL && us_ptrtable_lookup((uintptr_t)ptr, NULL);
 }
 
-bool us_classify_host_unknown(const struct us_copy *c)
+bool us_classify_host_unknown(struct us_copy *c)
 {
     switch (c->kind) {
-    case cudaMemcpyHostToDevice: return !known(c->src);
-    case cudaMemcpyDeviceToHost: return !known(c->dst);
-    case cudaMemcpyHostToHost: return !known(c->src) || !known(c->dst);
+    case cudaMemcpyHostToDevice: return c->src_unlisted = !known(c->src);
+    case cudaMemcpyDeviceToHost: return c->dst_unlisted = !known(c->dst);
+    case cudaMemcpyHostToHost:
+        c->src_unlisted = !known(c->src);
+        c->dst_unlisted = !known(c->dst);
+        return c->src_unlisted || c->dst_unlisted;
     default: return false;
     }
 }
@@ -168,9 +172,9 @@ enum us_stream_kind us_stream_kind_of(cudaStream_t stream, bool per_thread)
 bool us_touches_host(const void *dst, const void *src)
 {
     struct us_mem mem;
-    classify_pointer(dst, true, &mem);
+    classify_pointer(dst, true, false, &mem);
     if (is_host(mem.kind))
         return true;
-    classify_pointer(src, true, &mem);
+    classify_pointer(src, true, false, &mem);
     return is_host(mem.kind);
 }

@@ -25,8 +25,9 @@ bool us_classify_confirm_pageable(const void *ptr);
  * host-to-device copy, the destination of a device-to-host one, either of a
  * host-to-host one), is memory the shim's table does not know: pageable, or
  * pinned by calls the shim did not see. Classifying it asks the runtime.
- * False for any other kind. */
-bool us_classify_host_unknown(const struct us_copy *c);
+ * False for any other kind. A side found missing is marked so in c
+ * (src_unlisted, dst_unlisted): us_classify_copy does not look it up again. */
+bool us_classify_host_unknown(struct us_copy *c);
 
 /* What a stream handle means, for a plain (per_thread false) or a _ptsz entry. */
 enum us_stream_kind us_stream_kind_of(cudaStream_t stream, bool per_thread);

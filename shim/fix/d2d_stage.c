@@ -41,6 +41,7 @@ static struct us_copy half_of(const struct us_copy *c, void *dst, const void *sr
     h.dst = dst;
     h.src = src;
     h.kind = kind;
+    h.src_unlisted = h.dst_unlisted = false; /* other pointers: not looked up */
     return h;
 }
 

@@ -48,28 +48,38 @@ static void push_event(const struct us_findings_row *row, const struct us_findin
     });
 }
 
-void us_findings_record(const struct us_finding *f, const struct us_site *site)
+void us_findings_record_call(const struct us_finding *f, int count, const struct us_site *site)
 {
-    if (f == NULL || site == NULL || (unsigned)f->rule >= US_RULE_COUNT)
+    if (f == NULL || site == NULL || count <= 0 || count > US_FINDINGS_PER_CALL_MAX)
         return;
     const struct us_config *cfg = us_config();
     if (cfg->mode == US_MODE_OFF)
         return;
     uint64_t hash = us_callsite_hash(site);
     int tid = us_findings_thread_id();
-    bool announce = false;
-    uint64_t skipped = 0;
+    bool announce[US_FINDINGS_PER_CALL_MAX] = { false };
+    uint64_t skipped[US_FINDINGS_PER_CALL_MAX] = { 0 };
 
     us_findings_lock();
-    struct us_findings_row *row = us_findings_row_get(f->rule, hash, site, f->api);
-    bool first = us_findings_row_add(row, f);
-    push_event(row, f, tid);
-    if (first && !row->r.other && cfg->mode == US_MODE_WARN)
-        announce = us_findings_warn_due(f->rule, (uint64_t)cfg->warn_interval_ms * 1000000u, &skipped);
+    for (int i = 0; i < count; i++) {
+        if ((unsigned)f[i].rule >= US_RULE_COUNT)
+            continue;
+        struct us_findings_row *row = us_findings_row_get(f[i].rule, hash, site, f[i].api);
+        bool first = us_findings_row_add(row, &f[i]);
+        push_event(row, &f[i], tid);
+        if (first && !row->r.other && cfg->mode == US_MODE_WARN)
+            announce[i] = us_findings_warn_due(f[i].rule, (uint64_t)cfg->warn_interval_ms * 1000000u, &skipped[i]);
+    }
     us_findings_unlock();
 
-    if (announce)
-        us_findings_warn_line(f, site, skipped);
+    for (int i = 0; i < count; i++)
+        if (announce[i])
+            us_findings_warn_line(&f[i], site, skipped[i]);
+}
+
+void us_findings_record(const struct us_finding *f, const struct us_site *site)
+{
+    us_findings_record_call(f, 1, site);
 }
 
 void us_findings_record_unlocated(const struct us_finding *f)

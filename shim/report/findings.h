@@ -37,6 +37,13 @@ void us_findings_prepare_thread(void);
 /* Record one finding (aggregates; in warn mode prints a line for a new site). */
 void us_findings_record(const struct us_finding *f, const struct us_site *site);
 
+#define US_FINDINGS_PER_CALL_MAX 4
+
+/* Record the `count` findings of one call (at most US_FINDINGS_PER_CALL_MAX),
+ * all at `site`: as many us_findings_record calls would, with the site's hash
+ * computed and the lock taken once. */
+void us_findings_record_call(const struct us_finding *f, int count, const struct us_site *site);
+
 /* Record one finding without a call site: counted in its rule's and API's
  * unlocated row (findings_rows.h) and on the timeline; never announced. */
 void us_findings_record_unlocated(const struct us_finding *f);

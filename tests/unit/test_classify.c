@@ -127,6 +127,42 @@ static void test_classify_uncertain_goes_native(void **state)
     assert_int_equal(path_of(US_API_MEMCPY_ASYNC, DEV1, DEV0, 100, (enum cudaMemcpyKind)42), US_PATH_UNKNOWN);
 }
 
+/* us_classify_host_unknown marks the host side it did not find, and the
+ * classification that follows takes that answer rather than asking the table
+ * again: memory registered between the two (another thread) is classified as
+ * it was when the call began. */
+static void test_classify_host_unknown_marks_the_side_it_looked_up(void **state)
+{
+    (void)state;
+    static char later[4096];
+    struct us_copy h2d = { .api = US_API_MEMCPY, .dst = (void *)DEV0, .src = later, .bytes = 100,
+                           .kind = cudaMemcpyHostToDevice, .peer_dst_device = -1, .peer_src_device = -1 };
+    assert_true(us_classify_host_unknown(&h2d));
+    assert_true(h2d.src_unlisted);
+    assert_false(h2d.dst_unlisted);
+    us_ptrtable_insert((uintptr_t)later, sizeof later, US_MEM_PINNED, -1);
+    us_classify_copy(&h2d, false);
+    assert_int_equal(h2d.src_mem.kind, US_MEM_PAGEABLE);
+    assert_int_equal(h2d.path, US_PATH_H2D_PAGEABLE);
+    /* a copy that did not look it up finds it in the table */
+    struct us_copy fresh = { .api = US_API_MEMCPY, .dst = (void *)DEV0, .src = later, .bytes = 100,
+                             .kind = cudaMemcpyHostToDevice, .peer_dst_device = -1, .peer_src_device = -1 };
+    assert_false(us_classify_host_unknown(&fresh));
+    assert_false(fresh.src_unlisted);
+    us_classify_copy(&fresh, false);
+    assert_int_equal(fresh.path, US_PATH_H2D_PINNED);
+
+    /* host to host: each side marked for itself */
+    struct us_copy h2h = { .api = US_API_MEMCPY, .dst = pageable, .src = pinned, .bytes = 100,
+                           .kind = cudaMemcpyHostToHost, .peer_dst_device = -1, .peer_src_device = -1 };
+    assert_true(us_classify_host_unknown(&h2h));
+    assert_true(h2h.dst_unlisted);
+    assert_false(h2h.src_unlisted);
+    us_classify_copy(&h2h, false);
+    assert_int_equal(h2h.path, US_PATH_H2H);
+    assert_int_equal(h2h.src_mem.kind, US_MEM_PINNED);
+}
+
 static void test_classify_peer_api_devices_must_agree(void **state)
 {
     (void)state;
@@ -170,6 +206,7 @@ int main(void)
         cmocka_unit_test_setup(test_classify_ignores_kind_for_cross_device, setup),
         cmocka_unit_test_setup(test_classify_unknown_to_table_asks_runtime, setup),
         cmocka_unit_test_setup(test_classify_uncertain_goes_native, setup),
+        cmocka_unit_test_setup(test_classify_host_unknown_marks_the_side_it_looked_up, setup),
         cmocka_unit_test_setup(test_classify_peer_api_devices_must_agree, setup),
         cmocka_unit_test_setup(test_classify_stream_kinds, setup),
     };

@@ -222,6 +222,44 @@ static void test_findings_aggregate_per_rule_and_site(void **state)
     us_report_free(r);
 }
 
+/* A call's findings at one site, recorded at once: each rule's row and
+ * event as separate records would make, each new row announced in warn mode;
+ * an unknown rule is skipped, a bad count records nothing. */
+static void test_findings_record_call_records_each_rule(void **state)
+{
+    (void)state;
+    cfg.mode = US_MODE_WARN;
+    cfg.warn_interval_ms = 0;
+    use_config();
+    struct us_site a = site_at(0x1000);
+    struct us_finding both[3] = { finding(US_RULE_pageable_h2d, 100, 10, false),
+                                  finding((enum us_rule_id)US_RULE_COUNT, 1, 1, false),
+                                  finding(US_RULE_legacy_stream, 100, 10, false) };
+    both[2].stream_kind = US_STREAM_LEGACY;
+    us_findings_record_call(both, 3, &a);
+    assert_int_equal(line_count, 2);
+    us_findings_record_call(both, 3, &a);
+    assert_int_equal(line_count, 2); /* the rows are not new */
+    us_findings_record_call(both, 0, &a);
+    us_findings_record_call(both, US_FINDINGS_PER_CALL_MAX + 1, &a);
+    us_findings_record_call(NULL, 1, &a);
+    us_findings_record_call(both, 1, NULL);
+
+    struct us_report *r = us_findings_collect();
+    assert_non_null(r);
+    assert_int_equal(r->row_count, 2);
+    const struct us_report_row *h2d = find_row(r, US_RULE_pageable_h2d, &a);
+    const struct us_report_row *legacy = find_row(r, US_RULE_legacy_stream, &a);
+    assert_non_null(h2d);
+    assert_non_null(legacy);
+    assert_int_equal(h2d->count, 2);
+    assert_int_equal(h2d->bytes, 200);
+    assert_int_equal(legacy->count, 2);
+    assert_int_equal(legacy->stream_kinds, 1u << US_STREAM_LEGACY);
+    assert_int_equal(r->event_count, 4);
+    us_report_free(r);
+}
+
 static void test_findings_rows_sorted_by_time_held(void **state)
 {
     (void)state;
@@ -939,6 +977,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_findings_mode_off_records_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_findings_aggregate_per_rule_and_site, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_findings_record_call_records_each_rule, setup, teardown),
         cmocka_unit_test_setup_teardown(test_findings_rows_sorted_by_time_held, setup, teardown),
         cmocka_unit_test_setup_teardown(test_findings_site_cap_counts_into_other_row, setup, teardown),
         cmocka_unit_test_setup_teardown(test_findings_event_ring_keeps_the_latest, setup, teardown),
