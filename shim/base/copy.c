@@ -1,11 +1,12 @@
 /* copy.c - one intercepted copy: its API's name and its native call, both
  * from the table of copy APIs (copy.h). */
 #include "copy.h"
+#include "hot.h"
 
 #include "real.h"
 #include "state.h"
 
-const char *us_copy_api_name(enum us_copy_api api)
+US_HOT const char *us_copy_api_name(enum us_copy_api api)
 {
     switch (api) {
 #define API_NAME(id, fn, sync, per_thread, args) case id: return #fn;
@@ -54,7 +55,7 @@ static cudaError_t native_call(const struct us_copy *c)
  * from cuGetProcAddress, shim/entry_driver), which must pass it straight
  * through so that each copy is handled once, at the layer the program
  * called. */
-cudaError_t us_copy_native(const struct us_copy *c)
+US_HOT cudaError_t us_copy_native(const struct us_copy *c)
 {
     if (c->rehearsal) /* the first copies' rehearsal (chain.h) issues nothing */
         return cudaSuccess;

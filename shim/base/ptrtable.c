@@ -69,6 +69,7 @@
  * process clear takes the locks like any writer. A child must clear the
  * table before using it (state.c does, from pthread_atfork). */
 #include "ptrtable.h"
+#include "hot.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -495,7 +496,7 @@ static void shard_write_leave(struct pt_shard *shard)
 
 /* --- one level ------------------------------------------------------------------ */
 
-static inline bool level_lookup(struct pt_level_table *lt, uintptr_t addr, struct us_range *out)
+US_HOT static inline bool level_lookup(struct pt_level_table *lt, uintptr_t addr, struct us_range *out)
 {
     uint64_t key = addr >> lt->shift;
     unsigned s = (unsigned)(key & (PT_SHARDS - 1));
@@ -693,7 +694,7 @@ bool us_ptrtable_remove(uintptr_t base, struct us_range *removed)
     return true;
 }
 
-bool us_ptrtable_lookup(uintptr_t addr, struct us_range *out)
+US_HOT bool us_ptrtable_lookup(uintptr_t addr, struct us_range *out)
 {
     struct us_range found;
     if (!level_lookup(&pt_levels[PT_FINE], addr, &found)

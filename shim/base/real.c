@@ -7,6 +7,7 @@
  * soname (RTLD_NOLOAD: never loads one itself). Resolution is retried until
  * a runtime is found, then fixed for the life of the process. */
 #include "real.h"
+#include "hot.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
@@ -67,7 +68,7 @@ static const char *missing_for_rewrite(const struct us_real_api *api)
  * checked again, us_real_install). */
 static _Atomic(const struct us_real_api *) complete_api;
 
-const char *us_real_missing_for_rewrite(const struct us_real_api *api)
+US_HOT const char *us_real_missing_for_rewrite(const struct us_real_api *api)
 {
     if (api == atomic_load_explicit(&complete_api, memory_order_relaxed))
         return NULL;
@@ -77,7 +78,7 @@ const char *us_real_missing_for_rewrite(const struct us_real_api *api)
     return missing;
 }
 
-const struct us_real_api *us_real(void)
+US_HOT const struct us_real_api *us_real(void)
 {
     const struct us_real_api *api = atomic_load_explicit(&active_api, memory_order_acquire);
     if (api != NULL)

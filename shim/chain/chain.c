@@ -1,6 +1,7 @@
 /* chain.c - the chain every intercepted copy goes through (chain.h):
  * classify -> policy -> pipeline or native -> findings. */
 #include "chain.h"
+#include "hot.h"
 #include "hang.h"
 
 #include <pthread.h>
@@ -168,7 +169,7 @@ bool us_copy_warm(const void *device_bytes, size_t size)
     return false;
 }
 
-cudaError_t us_copy_run(struct us_copy *c)
+US_HOT cudaError_t us_copy_run(struct us_copy *c)
 {
     c->rehearsal = c->src == us_copy_rehearsal_bytes;
     if (us_passthrough())
@@ -208,7 +209,7 @@ static void classify_and_decide(struct us_copy *c, const struct us_config *cfg, 
 
 /* The findings of one copy, at its call site; `engine`: the busy engine's
  * measurement (busy_engine_d2d), zero for any other copy. */
-static void record_findings(const struct us_copy *c, const struct us_decision *decision,
+US_HOT static void record_findings(const struct us_copy *c, const struct us_decision *decision,
                             const struct us_engine_call *engine, const struct us_site *site, uint64_t start,
                             uint64_t end, bool fixed)
 {

@@ -1,5 +1,6 @@
 /* classify.c - see classify.h. */
 #include "classify.h"
+#include "hot.h"
 
 #include <stdint.h>
 
@@ -14,7 +15,7 @@
  * may_remember: a page the runtime called pageable before may be taken as
  * pageable without asking (hostpages.h). unlisted: the table was asked about
  * ptr in this call and did not know it. */
-static size_t classify_pointer(const void *ptr, bool may_remember, bool unlisted, struct us_mem *out)
+US_HOT static size_t classify_pointer(const void *ptr, bool may_remember, bool unlisted, struct us_mem *out)
 {
     struct us_range range;
     out->kind = US_MEM_UNKNOWN;
@@ -67,7 +68,7 @@ void us_classify_pointer(const void *ptr, struct us_mem *out)
 
 static int logged_refuted;
 
-bool us_classify_confirm_pageable(const void *ptr)
+US_HOT bool us_classify_confirm_pageable(const void *ptr)
 {
     struct us_mem mem;
     classify_pointer(ptr, false, false, &mem);
@@ -124,7 +125,7 @@ static enum us_copy_path path_of(const struct us_copy *c, size_t src_room, size_
     return us_device_peer_enabled(s->device, d->device) ? US_PATH_D2D_PEER : US_PATH_D2D_STAGED;
 }
 
-void us_classify_copy(struct us_copy *c, bool may_remember)
+US_HOT void us_classify_copy(struct us_copy *c, bool may_remember)
 {
     c->stream_kind = us_stream_kind_of(c->stream, us_copy_is_per_thread(c));
 
@@ -145,7 +146,7 @@ static bool known(const void *ptr)
     return ptr != NULL && us_ptrtable_lookup((uintptr_t)ptr, NULL);
 }
 
-bool us_classify_host_unknown(struct us_copy *c)
+US_HOT bool us_classify_host_unknown(struct us_copy *c)
 {
     switch (c->kind) {
     case cudaMemcpyHostToDevice: return c->src_unlisted = !known(c->src);
@@ -158,7 +159,7 @@ bool us_classify_host_unknown(struct us_copy *c)
     }
 }
 
-enum us_stream_kind us_stream_kind_of(cudaStream_t stream, bool per_thread)
+US_HOT enum us_stream_kind us_stream_kind_of(cudaStream_t stream, bool per_thread)
 {
     if (stream == NULL)
         return per_thread ? US_STREAM_PER_THREAD : US_STREAM_LEGACY;

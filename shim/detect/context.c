@@ -1,5 +1,6 @@
 /* context.c - see context.h. */
 #include "context.h"
+#include "hot.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
@@ -167,7 +168,7 @@ void us_context_on_forget(us_context_forget_fn fn)
     pthread_mutex_unlock(&table.mu);
 }
 
-static const struct us_ctx *find(CUcontext handle, int device)
+US_HOT static const struct us_ctx *find(CUcontext handle, int device)
 {
     unsigned used = atomic_load_explicit(&table.used, memory_order_acquire);
     for (unsigned i = 0; i < used; i++) {
@@ -263,7 +264,7 @@ static const struct us_ctx *insert(const struct us_driver_api *api, CUcontext ha
 
 static int logged_full;
 
-const struct us_ctx *us_context_this(void)
+US_HOT const struct us_ctx *us_context_this(void)
 {
     const struct us_driver_api *api = driver_api();
     const struct us_real_api *real = us_real();

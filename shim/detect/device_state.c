@@ -2,6 +2,7 @@
  * they answer "unknown" (no peer access, no blocking streams), which sends
  * the copies that depend on them to the native path. */
 #include "device_state.h"
+#include "hot.h"
 
 #include "real.h"
 
@@ -52,17 +53,17 @@ void us_device_note_stream_destroyed(int device, bool blocking)
         atomic_store(&blocking_streams_total, 0);
 }
 
-int us_device_blocking_streams(int device)
+US_HOT int us_device_blocking_streams(int device)
 {
     return valid(device) ? atomic_load_explicit(&blocking_streams[device], memory_order_relaxed) : 0;
 }
 
-bool us_device_any_blocking_streams(void)
+US_HOT bool us_device_any_blocking_streams(void)
 {
     return atomic_load_explicit(&blocking_streams_total, memory_order_relaxed) > 0;
 }
 
-bool us_device_note_legacy_use(int device)
+US_HOT bool us_device_note_legacy_use(int device)
 {
     if (!valid(device) || atomic_load_explicit(&legacy_used[device], memory_order_relaxed))
         return false;
@@ -84,7 +85,7 @@ void us_device_state_reset(void)
     atomic_store(&blocking_streams_total, 0);
 }
 
-int us_current_device(void)
+US_HOT int us_current_device(void)
 {
     const struct us_real_api *real = us_real();
     int device = -1;

@@ -1,5 +1,6 @@
 /* engine_late.c - see engine_late.h. */
 #include "engine_late.h"
+#include "hot.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -286,7 +287,7 @@ cudaError_t us_engine_native(const struct us_copy *c, struct us_engine_call *cal
     return err;
 }
 
-void us_engine_end(struct us_engine_call *call)
+US_HOT void us_engine_end(struct us_engine_call *call)
 {
     if (call->slot != NULL)
         pthread_mutex_unlock(&call->slot->lock);
@@ -349,7 +350,7 @@ static struct us_engine_slot *slot_find(cudaStream_t s, uint64_t ctx, bool per_t
     return NULL;
 }
 
-void us_engine_sync_begin(cudaStream_t stream, bool per_thread_api, struct us_engine_sync *sync)
+US_HOT void us_engine_sync_begin(cudaStream_t stream, bool per_thread_api, struct us_engine_sync *sync)
 {
     sync->armed = false;
     if (atomic_load_explicit(&sync_readings_wanted, memory_order_relaxed) == 0)
@@ -378,7 +379,7 @@ void us_engine_sync_begin(cudaStream_t stream, bool per_thread_api, struct us_en
     pthread_mutex_unlock(&sl->lock);
 }
 
-void us_engine_sync_end(const struct us_engine_sync *sync, bool synchronized)
+US_HOT void us_engine_sync_end(const struct us_engine_sync *sync, bool synchronized)
 {
     if (!sync->armed)
         return;

@@ -15,6 +15,7 @@
  * IPC and pool imports), which a dynamic runtime's own allocations also go
  * through. */
 #include "hostpages.h"
+#include "hot.h"
 
 #include <stdatomic.h>
 #include <stdint.h>
@@ -35,19 +36,19 @@ static inline struct remembered *slot_of(uintptr_t page)
     return &pages[(page ^ (page >> 5)) & (SLOTS - 1)];
 }
 
-bool us_hostpages_pageable(const void *ptr)
+US_HOT bool us_hostpages_pageable(const void *ptr)
 {
     uintptr_t page = (uintptr_t)ptr >> PAGE_SHIFT;
     const struct remembered *r = slot_of(page);
     return r->page == page && r->generation == atomic_load_explicit(&generation, memory_order_acquire);
 }
 
-uint64_t us_hostpages_generation(void)
+US_HOT uint64_t us_hostpages_generation(void)
 {
     return atomic_load_explicit(&generation, memory_order_acquire);
 }
 
-void us_hostpages_learn_pageable(const void *ptr, uint64_t asked_in)
+US_HOT void us_hostpages_learn_pageable(const void *ptr, uint64_t asked_in)
 {
     uintptr_t page = (uintptr_t)ptr >> PAGE_SHIFT;
     struct remembered *r = slot_of(page);

@@ -1,5 +1,6 @@
 /* policy.c - see policy.h. */
 #include "policy.h"
+#include "hot.h"
 
 static void add_rule(struct us_decision *d, enum us_rule_id rule)
 {
@@ -14,7 +15,7 @@ static void add_rule(struct us_decision *d, enum us_rule_id rule)
  * follows that work), so where the driver's staging is the faster it spares
  * nothing (option h2d_idle_native_bytes; an asynchronous one is decided in
  * pipeline_h2d.c, where the stream can be asked whether it is idle). */
-static bool h2d_rewritten(const struct us_copy *c, const struct us_config *cfg)
+US_HOT static bool h2d_rewritten(const struct us_copy *c, const struct us_config *cfg)
 {
     return cfg->fix && cfg->fix_h2d && c->bytes >= cfg->h2d_min_bytes &&
            !(us_copy_is_sync(c) && c->bytes <= cfg->h2d_idle_native_bytes);
@@ -36,7 +37,7 @@ static enum us_action rewrite_for(const struct us_copy *c, const struct us_confi
     }
 }
 
-bool us_policy_native_by_kind(const struct us_copy *c, const struct us_config *cfg)
+US_HOT bool us_policy_native_by_kind(const struct us_copy *c, const struct us_config *cfg)
 {
     if (us_copy_is_peer(c))
         return false;
@@ -48,7 +49,7 @@ bool us_policy_native_by_kind(const struct us_copy *c, const struct us_config *c
     }
 }
 
-void us_policy_decide(const struct us_copy *c, const struct us_config *cfg, const struct us_call_facts *facts,
+US_HOT void us_policy_decide(const struct us_copy *c, const struct us_config *cfg, const struct us_call_facts *facts,
                       struct us_decision *out)
 {
     out->action = rewrite_for(c, cfg);

@@ -1,10 +1,11 @@
 /* watch.c - see watch.h. */
 #include "watch.h"
+#include "hot.h"
 
 #include "device_state.h"
 #include "state.h"
 
-bool us_watch_begin(struct us_watch *w, enum us_rule_id rule, const char *api)
+US_HOT bool us_watch_begin(struct us_watch *w, enum us_rule_id rule, const char *api)
 {
     w->active = us_findings_wanted();
     w->rule = rule;
@@ -23,7 +24,7 @@ bool us_watch_begin(struct us_watch *w, enum us_rule_id rule, const char *api)
     return true;
 }
 
-void us_watch_end(struct us_watch *w, cudaStream_t stream, enum us_stream_kind kind, int device, size_t bytes)
+US_HOT void us_watch_end(struct us_watch *w, cudaStream_t stream, enum us_stream_kind kind, int device, size_t bytes)
 {
     us_hang_leave(&w->hang);
     if (!w->active)
@@ -51,7 +52,7 @@ void us_watch_end(struct us_watch *w, cudaStream_t stream, enum us_stream_kind k
     us_findings_record(&f, &w->site);
 }
 
-bool us_legacy_contended(enum us_stream_kind kind)
+US_HOT bool us_legacy_contended(enum us_stream_kind kind)
 {
     if (kind != US_STREAM_LEGACY || !us_findings_wanted())
         return false;

@@ -4,6 +4,7 @@
  * the synchronous ones are watched (sync_memcpy), the asynchronous ones not
  * exported. */
 #include "chain.h"
+#include "hot.h"
 #include "export.h"
 
 static cudaError_t run(enum us_copy_api api, void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
@@ -18,7 +19,7 @@ static cudaError_t run(enum us_copy_api api, void *dst, const void *src, size_t 
 
 /* noinline: the rehearsal (below) must run this very code, from its own
  * frame, for its return address to be the program's */
-US_EXPORT __attribute__((noinline)) cudaError_t cudaMemcpy(void *dst, const void *src, size_t count,
+US_EXPORT US_HOT __attribute__((noinline)) cudaError_t cudaMemcpy(void *dst, const void *src, size_t count,
                                                            enum cudaMemcpyKind kind)
 {
     return run(US_API_MEMCPY, dst, src, count, kind, NULL);
@@ -29,7 +30,7 @@ US_EXPORT cudaError_t cudaMemcpy_ptds(void *dst, const void *src, size_t count, 
     return run(US_API_MEMCPY_PTDS, dst, src, count, kind, NULL);
 }
 
-US_EXPORT __attribute__((noinline)) cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count,
+US_EXPORT US_HOT __attribute__((noinline)) cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count,
                                                                 enum cudaMemcpyKind kind, cudaStream_t stream)
 {
     return run(US_API_MEMCPY_ASYNC, dst, src, count, kind, stream);
@@ -38,9 +39,9 @@ US_EXPORT __attribute__((noinline)) cudaError_t cudaMemcpyAsync(void *dst, const
 /* The rehearsal calls these two exports' own code: through the dynamic
  * symbols it could reach a program's statically linked runtime, which
  * would copy. */
-extern __typeof__(cudaMemcpy) us_rehearse_cudaMemcpy __attribute__((alias("cudaMemcpy"), visibility("hidden")));
+extern __typeof__(cudaMemcpy) us_rehearse_cudaMemcpy __attribute__((hot, alias("cudaMemcpy"), visibility("hidden")));
 extern __typeof__(cudaMemcpyAsync) us_rehearse_cudaMemcpyAsync
-    __attribute__((alias("cudaMemcpyAsync"), visibility("hidden")));
+    __attribute__((hot, alias("cudaMemcpyAsync"), visibility("hidden")));
 
 void us_entry_rehearse_copies(void *device_bytes)
 {

@@ -17,6 +17,7 @@
  * legacy_stream moves legacy-stream work to when it is set (later moved work
  * must wait too: legacy_stream.h). */
 #include "device_state.h"
+#include "hot.h"
 #include "engine_late.h"
 #include "export.h"
 #include "legacy_stream.h"
@@ -82,7 +83,7 @@ US_EXPORT cudaError_t cudaStreamDestroy(cudaStream_t stream)
     return real->cudaStreamDestroy(stream);
 }
 
-static cudaError_t stream_sync(cudaError_t (*real_fn)(cudaStream_t), const char *api, bool per_thread,
+US_HOT static cudaError_t stream_sync(cudaError_t (*real_fn)(cudaStream_t), const char *api, bool per_thread,
                                cudaStream_t stream)
 {
     if (!us_entry_acts(real_fn != NULL))
@@ -98,7 +99,7 @@ static cudaError_t stream_sync(cudaError_t (*real_fn)(cudaStream_t), const char 
     return err;
 }
 
-US_EXPORT cudaError_t cudaStreamSynchronize(cudaStream_t stream)
+US_HOT US_EXPORT cudaError_t cudaStreamSynchronize(cudaStream_t stream)
 {
     return stream_sync(us_real()->cudaStreamSynchronize, __func__, false, stream);
 }

@@ -10,6 +10,7 @@
  * thread (the dynamic runtime's native copy, the shim's own pipelines), or
  * while the shim steps aside, goes to the real function unchanged. */
 #include "driver_layer.h"
+#include "hot.h"
 
 #include <pthread.h>
 
@@ -83,7 +84,7 @@ static CUresult run_copy(struct us_copy *c, const void *caller)
  * runtime's native copy that the runtime layer made) is passed on before
  * anything else: every such copy comes through here a second time. */
 #define DEFINE_COPY_WRAPPER(id, fn, sync, per_thread, shape)                                                    \
-    CUresult us_drv_wrap_##fn(US_DRV_PARAMS_##shape)                                                          \
+    US_HOT CUresult us_drv_wrap_##fn(US_DRV_PARAMS_##shape)                                                          \
     {                                                                                                         \
         const void *real = us_drv_real(US_DRV_FN_##fn);                                                       \
         if (real != NULL && us_passthrough())                                                                 \
@@ -133,7 +134,7 @@ CUresult us_drv_wrap_cuCtxSynchronize_v2(CUcontext ctx)
  * a probe of a competing context (engine_late.h). The dynamic runtime's own
  * call arrives marked (its cudaStreamSynchronize is the shim's) or from
  * inside it, and passes through. */
-static CUresult watched_stream_sync(const char *api, CUresult (*real)(CUstream), CUstream stream, bool per_thread,
+US_HOT static CUresult watched_stream_sync(const char *api, CUresult (*real)(CUstream), CUstream stream, bool per_thread,
                                     const void *caller)
 {
     if (real == NULL)
@@ -153,7 +154,7 @@ static CUresult watched_stream_sync(const char *api, CUresult (*real)(CUstream),
     return rc;
 }
 
-CUresult us_drv_wrap_cuStreamSynchronize(CUstream stream)
+US_HOT CUresult us_drv_wrap_cuStreamSynchronize(CUstream stream)
 {
     CUresult (*real)(CUstream);
     *(void **)&real = us_drv_real(US_DRV_FN_cuStreamSynchronize);

@@ -13,6 +13,7 @@
  * pass straight through. Where none can be loaded, the driver layer's copies
  * go native (logged once). */
 #include "driver_layer.h"
+#include "hot.h"
 
 #include <dlfcn.h>
 #include <link.h>
@@ -79,7 +80,7 @@ static void load(void)
     atomic_store(&ready, ok);
 }
 
-bool us_drv_runtime_ready(void)
+US_HOT bool us_drv_runtime_ready(void)
 {
     if (atomic_load_explicit(&ready, memory_order_acquire))
         return true;
@@ -121,7 +122,7 @@ static void find_range(void)
         dl_iterate_phdr(find_segments, fn);
 }
 
-bool us_drv_inside_runtime(const void *address)
+US_HOT bool us_drv_inside_runtime(const void *address)
 {
     pthread_once(&range_once, find_range);
     return (uintptr_t)address >= range_lo && (uintptr_t)address < range_hi;

@@ -9,6 +9,7 @@
  * a pointer the table does not hold (a function not wrapped, an older
  * version, a libcuda of another linker namespace) is handed back unchanged. */
 #include "driver_layer.h"
+#include "hot.h"
 
 #include <dlfcn.h>
 #include <link.h>
@@ -42,7 +43,7 @@ static pthread_mutex_t identify_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static bool identify(const void *p);
 
-void *us_drv_real(enum us_drv_fn fn)
+US_HOT void *us_drv_real(enum us_drv_fn fn)
 {
     if (fn < 0 || fn >= US_DRV_FN_COUNT)
         return NULL;

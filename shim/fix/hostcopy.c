@@ -12,6 +12,7 @@
  * jobs come back to back, and so does every worker an announcement
  * (us_hostcopy_expect) woke; otherwise it sleeps on the pool's condition. */
 #include "hostcopy.h"
+#include "hot.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -321,7 +322,7 @@ static bool shared(size_t bytes, const struct us_config *cfg)
            !atomic_load(&in_child);
 }
 
-void us_hostcopy_expect(size_t bytes)
+US_HOT void us_hostcopy_expect(size_t bytes)
 {
     if (!shared(bytes, us_config()) || atomic_load_explicit(&sleeping, memory_order_relaxed) == 0)
         return;
@@ -391,7 +392,7 @@ static void hostcopy(void *dst, const void *src, size_t bytes, bool streaming)
     atomic_store_explicit(&last_done_ns, us_now_ns(), memory_order_relaxed);
 }
 
-void us_hostcopy(void *dst, const void *src, size_t bytes)
+US_HOT void us_hostcopy(void *dst, const void *src, size_t bytes)
 {
     hostcopy(dst, src, bytes, false);
 }
@@ -428,7 +429,7 @@ static void read_thp(void)
         thp_bytes = (uintptr_t)huge;
 }
 
-bool us_hostcopy_advise_fresh(void *dst, size_t bytes)
+US_HOT bool us_hostcopy_advise_fresh(void *dst, size_t bytes)
 {
     size_t min = us_config()->d2h_hugepages;
     if (min == 0 || bytes < min)

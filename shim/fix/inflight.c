@@ -9,6 +9,7 @@
  * with the range known: that window (a release racing a copy's start, a
  * program error natively too) is not covered. */
 #include "inflight.h"
+#include "hot.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -26,7 +27,7 @@ struct entry {
 static struct entry table[US_INFLIGHT_MAX];
 static atomic_uint used_max; /* entries ever used: the scan's bound */
 
-bool us_inflight_begin(const uintptr_t *base, const size_t *bytes, unsigned n, unsigned *token)
+US_HOT bool us_inflight_begin(const uintptr_t *base, const size_t *bytes, unsigned n, unsigned *token)
 {
     /* start where this thread's id points: threads rarely collide */
     unsigned start = (unsigned)((uintptr_t)pthread_self() >> 6) % US_INFLIGHT_MAX;
@@ -55,7 +56,7 @@ bool us_inflight_begin(const uintptr_t *base, const size_t *bytes, unsigned n, u
     return false;
 }
 
-void us_inflight_end(unsigned token)
+US_HOT void us_inflight_end(unsigned token)
 {
     struct entry *e = &table[token];
     atomic_fetch_add(&e->gen, 1);

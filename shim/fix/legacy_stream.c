@@ -11,6 +11,7 @@
  * only programs that asked for ordered take it. Handles of a gone context
  * are never called: an entry whose id differs is made anew. */
 #include "legacy_stream.h"
+#include "hot.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -81,7 +82,7 @@ static void log_first_move(int mode)
                                           : "each thread's per-thread default stream");
 }
 
-cudaStream_t us_legacy_move_begin(cudaStream_t stream, bool per_thread, bool via_driver, struct us_legacy_move *m)
+US_HOT cudaStream_t us_legacy_move_begin(cudaStream_t stream, bool per_thread, bool via_driver, struct us_legacy_move *m)
 {
     *m = (struct us_legacy_move){.ordered = false, .to = stream, .target = NULL};
     int mode = us_config()->legacy_stream;
@@ -112,7 +113,7 @@ cudaStream_t us_legacy_move_begin(cudaStream_t stream, bool per_thread, bool via
     return m->to;
 }
 
-void us_legacy_move_end(const struct us_legacy_move *m, bool issued)
+US_HOT void us_legacy_move_end(const struct us_legacy_move *m, bool issued)
 {
     if (!m->ordered || !issued)
         return;
@@ -130,7 +131,7 @@ void us_legacy_move_end(const struct us_legacy_move *m, bool issued)
     }
 }
 
-bool us_legacy_streamless_to_per_thread(bool per_thread)
+US_HOT bool us_legacy_streamless_to_per_thread(bool per_thread)
 {
     if (per_thread || us_config()->legacy_stream != US_LEGACY_PER_THREAD)
         return false;

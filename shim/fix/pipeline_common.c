@@ -1,5 +1,6 @@
 /* pipeline_common.c - see pipeline_common.h. */
 #include "pipeline_common.h"
+#include "hot.h"
 
 #include "config.h"
 #include "ondevice.h"
@@ -21,7 +22,7 @@ static void restore_mode(struct us_pipe *p)
     p->real->cudaThreadExchangeStreamCaptureMode(&mode);
 }
 
-bool us_pipe_begin(struct us_pipe *p, const struct us_copy *c, const struct us_ctx *home)
+US_HOT bool us_pipe_begin(struct us_pipe *p, const struct us_copy *c, const struct us_ctx *home)
 {
     const struct us_real_api *real = us_real();
     /* a runtime that lacks one function of the rewrites gets no rewrite at
@@ -104,7 +105,7 @@ declined:
     return false;
 }
 
-void us_pipe_end(struct us_pipe *p, const char *span, int device)
+US_HOT void us_pipe_end(struct us_pipe *p, const char *span, int device)
 {
     US_PROBE_STAMP(pipe_done);
     us_inflight_end(p->inflight);
@@ -151,7 +152,7 @@ bool us_pipe_grow_later(const struct us_pipe *p, unsigned want)
     return us_staging_grow_later(&ask);
 }
 
-bool us_pipe_claim(const struct us_pipe *p, unsigned want, enum us_pipe_claim_mode mode, struct us_pipe_slots *s)
+US_HOT bool us_pipe_claim(const struct us_pipe *p, unsigned want, enum us_pipe_claim_mode mode, struct us_pipe_slots *s)
 {
     struct us_staging_ask ask = staging_ask(p, want, mode);
     bool growing;
@@ -220,7 +221,7 @@ bool us_pipe_stream_idle(const struct us_pipe *p)
     return false;
 }
 
-void us_pipe_release(struct us_pipe_slots *s)
+US_HOT void us_pipe_release(struct us_pipe_slots *s)
 {
     us_staging_release(s->slot, s->n, s->pending);
     s->n = 0;
@@ -236,7 +237,7 @@ void us_pipe_release(struct us_pipe_slots *s)
  * D2H, and that thread's worst launch 0.28 ms (native 0.19-0.24 ms), the
  * copy loop's throughput unchanged. The wait holds no lock that a launch
  * needs once the kernel's module is loaded. */
-cudaError_t us_pipe_wait(const struct us_real_api *real, cudaEvent_t event)
+US_HOT cudaError_t us_pipe_wait(const struct us_real_api *real, cudaEvent_t event)
 {
     cudaError_t err = real->cudaEventSynchronize(event);
     US_PROBE_STAMP(waited);

@@ -25,6 +25,7 @@
  * range check on every later host-memory copy would still miss a program
  * that reads the buffer directly. */
 #include "pipeline.h"
+#include "hot.h"
 
 #include "classify.h"
 #include "config.h"
@@ -37,7 +38,7 @@ static int logged_idle_native, logged_hugepages;
 
 /* D2H of the chunk at `off`, `len` bytes, into slot k, then the slot's
  * event. *issued: the D2H was. */
-static cudaError_t issue_chunk(const struct us_pipe *p, struct us_pipe_slots *s, size_t off, size_t len,
+US_HOT static cudaError_t issue_chunk(const struct us_pipe *p, struct us_pipe_slots *s, size_t off, size_t len,
                                unsigned k, bool *issued)
 {
     const struct us_copy *c = p->copy;
@@ -123,7 +124,7 @@ static bool claim_slots(const struct us_pipe *p, unsigned want, struct us_pipe_s
     return us_pipe_claim(p, want, US_PIPE_CLAIM_SOME, s);
 }
 
-bool us_pipeline_d2h_start(const struct us_copy *c, const struct us_ctx *home, struct us_d2h_run *run)
+US_HOT bool us_pipeline_d2h_start(const struct us_copy *c, const struct us_ctx *home, struct us_d2h_run *run)
 {
     struct us_pipe *p = &run->p;
     if (!us_pipe_begin(p, c, home))
@@ -155,7 +156,7 @@ bool us_pipeline_d2h_start(const struct us_copy *c, const struct us_ctx *home, s
     return true;
 }
 
-cudaError_t us_pipeline_d2h_finish(struct us_d2h_run *run)
+US_HOT cudaError_t us_pipeline_d2h_finish(struct us_d2h_run *run)
 {
     cudaError_t err = copy_rest(run);
     us_pipe_release(&run->s);

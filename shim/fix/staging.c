@@ -7,6 +7,7 @@
  * if it fails, so concurrent growers (copies pinning inline, the grower
  * thread) never overshoot it together. */
 #include "staging.h"
+#include "hot.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -154,7 +155,7 @@ size_t us_staging_pinned_bytes(void)
  * every rewritten copy reads it several times. */
 static atomic_size_t slot_bytes_fixed;
 
-size_t us_staging_slot_bytes(void)
+US_HOT size_t us_staging_slot_bytes(void)
 {
     size_t bytes = atomic_load_explicit(&slot_bytes_fixed, memory_order_relaxed);
     if (bytes != 0)
@@ -188,7 +189,7 @@ size_t us_staging_slot_bytes_for(size_t copy_bytes, unsigned pieces)
     return bytes < max ? bytes : max;
 }
 
-size_t us_staging_ask_slot_bytes(const struct us_staging_ask *ask)
+US_HOT size_t us_staging_ask_slot_bytes(const struct us_staging_ask *ask)
 {
     return us_staging_slot_bytes_for(ask->copy_bytes, ask->pieces > 0 ? ask->pieces : US_STAGING_GROW_DIVISOR);
 }
@@ -208,7 +209,7 @@ size_t us_staging_grow_bytes(size_t copy_bytes)
  * halves beat native below 8 MiB (1 MiB 83 vs 127, 2 MiB 211 vs 244, 4 MiB 275
  * vs 359), quarters from 8 MiB (346 vs 845; 16 MiB 475 vs 1328). Larger copies
  * are cut in slots of chunk_bytes anyway. */
-unsigned us_staging_pieces(bool to_device, size_t copy_bytes)
+US_HOT unsigned us_staging_pieces(bool to_device, size_t copy_bytes)
 {
     if (to_device)
         return 1;
@@ -220,7 +221,7 @@ unsigned us_staging_pieces(bool to_device, size_t copy_bytes)
  * bytes. A slot holds at most `piece` bytes of the copy (the chunks are cut
  * at the copy's own slot size: us_pipe_chunk_room), so a larger slot
  * counts as one piece. Returns the new count. */
-static unsigned claim_locked(unsigned got, unsigned want, size_t min_bytes, size_t max_bytes, size_t piece,
+US_HOT static unsigned claim_locked(unsigned got, unsigned want, size_t min_bytes, size_t max_bytes, size_t piece,
                              size_t need, size_t *held, struct us_slot **out, bool query)
 {
     for (struct block *b = pool.head; b != NULL && got < want && *held < need; b = b->next)
@@ -288,7 +289,7 @@ size_t us_staging_inline_budget(size_t copy_bytes)
 
 /* Claims what is there now, of min_bytes to max_bytes: free slots first
  * (they cost no query), then released ones whose event completed. */
-static unsigned claim_ready(unsigned want, size_t min_bytes, size_t max_bytes, size_t piece, size_t need,
+US_HOT static unsigned claim_ready(unsigned want, size_t min_bytes, size_t max_bytes, size_t piece, size_t need,
                             size_t *held, struct us_slot **out)
 {
     pthread_mutex_lock(&pool.mu);
@@ -331,7 +332,7 @@ unsigned us_staging_claim(unsigned want, size_t copy_bytes, struct us_slot **out
     return claim_growing(want, copy_bytes, us_staging_grow_bytes(copy_bytes), out);
 }
 
-unsigned us_staging_claim_for_copy(const struct us_staging_ask *ask, struct us_slot **out, bool *growing)
+US_HOT unsigned us_staging_claim_for_copy(const struct us_staging_ask *ask, struct us_slot **out, bool *growing)
 {
     *growing = false;
     unsigned want = ask->want > US_STAGING_MAX_CLAIM ? US_STAGING_MAX_CLAIM : ask->want;
@@ -497,7 +498,7 @@ bool us_staging_add_free(size_t slot_bytes)
     return grow(slot_bytes, NULL);
 }
 
-cudaError_t us_staging_slot_event(struct us_slot *slot, const struct us_ctx *in, const struct us_ctx *home,
+US_HOT cudaError_t us_staging_slot_event(struct us_slot *slot, const struct us_ctx *in, const struct us_ctx *home,
                                   cudaEvent_t *out)
 {
     if (slot->events[in->index] == NULL) {
@@ -509,7 +510,7 @@ cudaError_t us_staging_slot_event(struct us_slot *slot, const struct us_ctx *in,
     return cudaSuccess;
 }
 
-void us_staging_release(struct us_slot *const *slots, unsigned n, const int *pending_ctx)
+US_HOT void us_staging_release(struct us_slot *const *slots, unsigned n, const int *pending_ctx)
 {
     pthread_mutex_lock(&pool.mu);
     for (unsigned i = 0; i < n; i++) {

@@ -1,5 +1,6 @@
 /* callsite.c - capture, identify and symbolize call sites (see callsite.h). */
 #include "callsite.h"
+#include "hot.h"
 #include "callsite_python.h"
 #include "config.h"
 #include "log.h"
@@ -110,7 +111,7 @@ void us_callsite_self_range(uintptr_t *lo, uintptr_t *hi)
  * from the same frame before, and which its stack still holds, is not made
  * again (walkmemo.h). */
 _Static_assert(US_SITE_MAX_FRAMES <= US_WALKMEMO_MAX_FRAMES, "a remembered walk keeps a site's frames");
-__attribute__((noinline)) static void capture_from(struct us_site *site, int max_depth, bool python,
+US_HOT __attribute__((noinline)) static void capture_from(struct us_site *site, int max_depth, bool python,
                                                    const void *caller)
 {
     void *buf[US_SITE_MAX_FRAMES + SELF_SLACK + 3];
@@ -149,7 +150,7 @@ __attribute__((noinline)) static void capture_from(struct us_site *site, int max
         site->py_depth = us_callsite_python_capture(site->py_file, site->py_func);
 }
 
-__attribute__((noinline)) void us_site_capture(struct us_site *site)
+US_HOT __attribute__((noinline)) void us_site_capture(struct us_site *site)
 {
     const struct us_config *cfg = us_config();
     capture_from(site, (int)cfg->callsite_depth, cfg->python_frames, __builtin_return_address(0));
@@ -172,7 +173,7 @@ void us_callsite_prepare(void)
     (void)us_callsite_python_available();
 }
 
-uint64_t us_callsite_hash(const struct us_site *site)
+US_HOT uint64_t us_callsite_hash(const struct us_site *site)
 {
     /* a word at a time for the frames (a byte at a time cost a third of a
      * finding's record), then a byte at a time for the Python text; each

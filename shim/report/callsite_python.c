@@ -3,6 +3,7 @@
  * thread holds the GIL, by reading the interpreter's structures where it
  * released it. */
 #include "callsite_python.h"
+#include "hot.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
@@ -331,7 +332,7 @@ static bool py_string_attr(void *obj, const char *name, char *out, size_t size, 
 /* Read the innermost frames of this thread. Only while this thread holds the
  * GIL (its thread state is the current one); never takes the GIL. Every new
  * reference is released; an exception set on entry is kept as it was. */
-static void py_capture(struct py_frames *site)
+US_HOT static void py_capture(struct py_frames *site)
 {
     site->depth = 0;
     if (!us_callsite_python_available() || !py.is_initialized())
@@ -377,7 +378,7 @@ static void py_capture(struct py_frames *site)
     py.err_restore(et, ev, etb); /* clears whatever our lookups may have set */
 }
 
-int us_callsite_python_capture(char file[][US_SITE_PY_FILE], char func[][US_SITE_PY_FUNC])
+US_HOT int us_callsite_python_capture(char file[][US_SITE_PY_FILE], char func[][US_SITE_PY_FUNC])
 {
     struct py_frames frames = { .depth = 0, .file = file, .func = func };
     py_capture(&frames);

@@ -10,13 +10,14 @@
  * outside the lock, only for a warn line, a strict-mode message, an
  * allow-list pattern or the report. */
 #include "findings.h"
+#include "hot.h"
 #include "findings_rings.h"
 
 #include "config.h"
 #include "findings_rows.h"
 #include "findings_warn.h"
 
-bool us_findings_wanted(void) { return us_config()->mode != US_MODE_OFF; }
+US_HOT bool us_findings_wanted(void) { return us_config()->mode != US_MODE_OFF; }
 
 void us_findings_prepare(void)
 {
@@ -30,7 +31,7 @@ void us_findings_prepare_thread(void)
 }
 
 /* The finding on the timeline. Called with the lock held. */
-static void push_event(const struct us_findings_row *row, const struct us_finding *f, int tid)
+US_HOT static void push_event(const struct us_findings_row *row, const struct us_finding *f, int tid)
 {
     us_findings_event_push(&(struct us_report_event){
         .row = row->r.id,
@@ -48,7 +49,7 @@ static void push_event(const struct us_findings_row *row, const struct us_findin
     });
 }
 
-void us_findings_record_call(const struct us_finding *f, int count, const struct us_site *site)
+US_HOT void us_findings_record_call(const struct us_finding *f, int count, const struct us_site *site)
 {
     if (f == NULL || site == NULL || count <= 0 || count > US_FINDINGS_PER_CALL_MAX)
         return;
@@ -82,7 +83,7 @@ void us_findings_record(const struct us_finding *f, const struct us_site *site)
     us_findings_record_call(f, 1, site);
 }
 
-void us_findings_record_unlocated(const struct us_finding *f)
+US_HOT void us_findings_record_unlocated(const struct us_finding *f)
 {
     if (f == NULL || (unsigned)f->rule >= US_RULE_COUNT || us_config()->mode == US_MODE_OFF)
         return;

@@ -1,6 +1,7 @@
 /* findings_rings.c - the timeline's rings of events and spans (see
  * findings_rings.h). */
 #include "findings_rings.h"
+#include "hot.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -38,7 +39,7 @@ static void ring_unmap(void *ring, size_t count, size_t size)
         munmap(ring, count * size);
 }
 
-int us_findings_thread_id(void)
+US_HOT int us_findings_thread_id(void)
 {
     static _Thread_local int tid __attribute__((tls_model("initial-exec")));
     if (tid == 0)
@@ -69,7 +70,7 @@ void us_findings_rings_prepare(void)
     pthread_mutex_unlock(&span_lock);
 }
 
-void us_findings_event_push(const struct us_report_event *event)
+US_HOT void us_findings_event_push(const struct us_report_event *event)
 {
     events_prepare();
     if (events != NULL) {
@@ -96,7 +97,7 @@ size_t us_findings_events_copy(struct us_report_event *out)
     return n;
 }
 
-void us_findings_span(const char *name, int device, uint64_t start_ns, uint64_t end_ns, size_t bytes)
+US_HOT void us_findings_span(const char *name, int device, uint64_t start_ns, uint64_t end_ns, size_t bytes)
 {
     if (us_config()->mode == US_MODE_OFF)
         return;

@@ -2,6 +2,7 @@
  * findings_rows.h). Bounded: SITES_MAX rows, then one "other sites" row per
  * rule, so a program with endless new sites cannot grow the table. */
 #include "findings_rows.h"
+#include "hot.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -21,11 +22,11 @@ static struct us_findings_row unlocated_rows[US_RULE_COUNT][US_FINDINGS_UNLOCATE
 _Static_assert(FIRST_ROWS <= SITES_MAX, "the first rows are rows of the table");
 static struct us_findings_row first_rows[FIRST_ROWS];
 
-void us_findings_lock(void) { pthread_mutex_lock(&lock); }
+US_HOT void us_findings_lock(void) { pthread_mutex_lock(&lock); }
 
-void us_findings_unlock(void) { pthread_mutex_unlock(&lock); }
+US_HOT void us_findings_unlock(void) { pthread_mutex_unlock(&lock); }
 
-struct us_findings_row *us_findings_row_get(enum us_rule_id rule, uint64_t hash, const struct us_site *site,
+US_HOT struct us_findings_row *us_findings_row_get(enum us_rule_id rule, uint64_t hash, const struct us_site *site,
                                             const char *api)
 {
     struct us_findings_row_key key = { .hash = hash, .rule = (uint32_t)rule };
@@ -56,7 +57,7 @@ struct us_findings_row *us_findings_row_get(enum us_rule_id rule, uint64_t hash,
     return row;
 }
 
-struct us_findings_row *us_findings_row_unlocated(enum us_rule_id rule, const char *api)
+US_HOT struct us_findings_row *us_findings_row_unlocated(enum us_rule_id rule, const char *api)
 {
     struct us_findings_row *row = unlocated_rows[rule];
     for (int i = 0; i < US_FINDINGS_UNLOCATED_APIS; i++)
@@ -73,7 +74,7 @@ struct us_findings_row *us_findings_row_unlocated(enum us_rule_id rule, const ch
     return row;
 }
 
-bool us_findings_row_add(struct us_findings_row *row, const struct us_finding *f)
+US_HOT bool us_findings_row_add(struct us_findings_row *row, const struct us_finding *f)
 {
     struct us_report_row *r = &row->r;
     bool first = r->count == 0;

@@ -3,6 +3,7 @@
  * remembers whether it is allowed for the list's generation, so a site is
  * matched (and symbolized) once, outside the rows' lock. */
 #include "findings_strict.h"
+#include "hot.h"
 
 #include <fnmatch.h>
 #include <pthread.h>
@@ -180,7 +181,7 @@ static void strict_message(enum us_rule_id rule, const char *line, const struct 
                "the call returns cudaErrorNotPermitted without doing it (once per site)", info->id, info->id, pattern);
 }
 
-bool us_findings_may_forbid(enum us_rule_id rule)
+US_HOT bool us_findings_may_forbid(enum us_rule_id rule)
 {
     const struct us_config *cfg = us_config();
     return cfg->mode == US_MODE_STRICT && (unsigned)rule < US_RULE_COUNT &&

@@ -7,6 +7,7 @@
  * a later launch (compare-and-swap on its state), so a program launching
  * host functions in a loop keeps a handful. */
 #include "hang.h"
+#include "hot.h"
 
 #include <pthread.h>
 #include <stdarg.h>
@@ -56,7 +57,7 @@ static __thread struct hang_thread *self __attribute__((tls_model("initial-exec"
 static atomic_int armed = -1; /* -1: not read from the configuration yet */
 static pthread_once_t watchdog_once = PTHREAD_ONCE_INIT;
 
-bool us_hang_on(void)
+US_HOT bool us_hang_on(void)
 {
     int a = atomic_load_explicit(&armed, memory_order_relaxed);
     if (a < 0) {
@@ -229,7 +230,7 @@ static struct hang_thread *my_record(void)
     return t;
 }
 
-void us_hang_enter(struct us_hang_mark *m, const char *api, cudaStream_t stream, bool legacy)
+US_HOT void us_hang_enter(struct us_hang_mark *m, const char *api, cudaStream_t stream, bool legacy)
 {
     m->on = false;
     if (!us_hang_on())
@@ -248,7 +249,7 @@ void us_hang_enter(struct us_hang_mark *m, const char *api, cudaStream_t stream,
     m->on = true;
 }
 
-void us_hang_leave(struct us_hang_mark *m)
+US_HOT void us_hang_leave(struct us_hang_mark *m)
 {
     if (!m->on)
         return;

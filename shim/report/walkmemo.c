@@ -1,6 +1,7 @@
 /* walkmemo.c - the stack walks a thread repeats, reused while its stack still
  * holds them (walkmemo.h). */
 #include "walkmemo.h"
+#include "hot.h"
 
 #include <pthread.h>
 #include <stddef.h>
@@ -71,7 +72,7 @@ __attribute__((no_sanitize_address, no_sanitize("thread"))) static bool slots_ho
     return true;
 }
 
-bool us_walkmemo_find(const struct us_walkmemo_key *key, void **frames, int *depth)
+US_HOT bool us_walkmemo_find(const struct us_walkmemo_key *key, void **frames, int *depth)
 {
 #if defined(__x86_64__)
     struct memo *m = mine;
