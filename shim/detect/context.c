@@ -311,6 +311,23 @@ US_HOT const struct us_ctx *us_context_this(void)
     return e;
 }
 
+/* After the host slept 2 ms cudaGetDevice took 2.0-2.2 us on an H200 host,
+ * against 0.45-0.5 us for cuCtxGetCurrent (back to back 0.16-0.18 against
+ * 0.10-0.11; session 35, .gpuwork/idledev.c), and a small pass-through copy
+ * on the legacy stream asks at every call (legacy_stream's contention): the
+ * context table answers, which asks the device once per context. */
+US_HOT int us_current_device(void)
+{
+    const struct us_ctx *ctx = us_context_this();
+    if (ctx != NULL)
+        return ctx->device;
+    const struct us_real_api *real = us_real();
+    int device = -1;
+    if (real->cudaGetDevice == NULL || real->cudaGetDevice(&device) != cudaSuccess)
+        return -1;
+    return device;
+}
+
 const struct us_ctx *us_context_primary(int device)
 {
     const struct us_driver_api *api = driver_api();

@@ -37,6 +37,11 @@ bool us_context_competes(int device, CUcontext *context);
  * cuCtxGetCurrent. */
 CUcontext us_context_current(void);
 
+/* The calling thread's current device (the runtime's ordinal), or -1: its
+ * current context's, from the table below; cudaGetDevice's answer when no
+ * context is current or the table cannot say. */
+int us_current_device(void);
+
 /* Makes the primary context of `device` current on the calling thread until
  * us_context_leave_primary, when it is active: what the shim allocates
  * there lives as long as the runtime, while a context the program created

@@ -84,12 +84,3 @@ void us_device_state_reset(void)
     }
     atomic_store(&blocking_streams_total, 0);
 }
-
-US_HOT int us_current_device(void)
-{
-    const struct us_real_api *real = us_real();
-    int device = -1;
-    if (real->cudaGetDevice == NULL || real->cudaGetDevice(&device) != cudaSuccess)
-        return -1;
-    return device;
-}

@@ -25,8 +25,6 @@ bool us_device_any_blocking_streams(void); /* on any device: one atomic read */
 bool us_device_note_legacy_use(int device);
 bool us_device_legacy_used(int device);
 
-/* The current device, or -1. */
-int us_current_device(void);
 
 void us_device_state_reset(void); /* tests */
 

@@ -2,6 +2,7 @@
 #include "watch.h"
 #include "hot.h"
 
+#include "context.h"
 #include "device_state.h"
 #include "state.h"
 

@@ -9,6 +9,7 @@
 #include <cuda_runtime_api.h>
 
 #include "classify.h"
+#include "context.h"
 #include "device_state.h"
 #include "real.h"
 #include "state.h"

@@ -16,6 +16,7 @@
  * program's stream. A cross-stream wait passes through, on the stream
  * legacy_stream moves legacy-stream work to when it is set (later moved work
  * must wait too: legacy_stream.h). */
+#include "context.h"
 #include "device_state.h"
 #include "hot.h"
 #include "engine_late.h"

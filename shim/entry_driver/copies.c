@@ -14,6 +14,7 @@
 
 #include <pthread.h>
 
+#include "context.h"
 #include "device_state.h"
 #include "classify.h"
 #include "engine_late.h"

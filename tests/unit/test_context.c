@@ -190,6 +190,42 @@ static void test_context_enter_primary(void **state)
     assert_int_equal(drv.pushes, 1);
 }
 
+/* The current device is the current context's: the runtime is asked once
+ * per context, not at every call (cudaGetDevice cost 2 us after an idle
+ * moment on an H200 host), and a context of another device answers its own
+ * device. With no context current, or no driver to ask, cudaGetDevice
+ * answers. */
+static void test_context_current_device_asks_once_per_context(void **state)
+{
+    (void)state;
+    fake_cuda_reset();
+    us_real()->cudaSetDevice(1);
+    drv.current = (CUcontext)0x3000; /* a context of device 1 */
+    unsigned asked = fake_cuda_count(FAKE_cudaGetDevice);
+    assert_int_equal(us_current_device(), 1);
+    assert_int_equal(us_current_device(), 1);
+    assert_int_equal(us_current_device(), 1);
+    assert_int_equal(fake_cuda_count(FAKE_cudaGetDevice) - asked, 1);
+
+    us_real()->cudaSetDevice(0);
+    drv.current = drv.primary; /* device 0's */
+    assert_int_equal(us_current_device(), 0);
+    drv.current = (CUcontext)0x3000; /* back to the context of device 1, known */
+    assert_int_equal(us_current_device(), 1);
+
+    drv.current = NULL; /* none current: the runtime answers */
+    asked = fake_cuda_count(FAKE_cudaGetDevice);
+    assert_int_equal(us_current_device(), 0);
+    assert_int_equal(fake_cuda_count(FAKE_cudaGetDevice) - asked, 1);
+
+    static const struct us_driver_api none; /* no driver loaded */
+    us_context_install(&none);
+    us_real()->cudaSetDevice(1);
+    assert_int_equal(us_current_device(), 1);
+    us_real()->cudaSetDevice(0);
+    assert_int_equal(us_current_device(), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -199,6 +235,7 @@ int main(void)
         cmocka_unit_test_setup(test_context_secondary_alone_does_not_compete, setup),
         cmocka_unit_test_setup(test_context_unknown_answers_no, setup),
         cmocka_unit_test_setup(test_context_enter_primary, setup),
+        cmocka_unit_test_setup(test_context_current_device_asks_once_per_context, setup),
     };
     return US_RUN_TESTS("test_context", tests, NULL, NULL);
 }
