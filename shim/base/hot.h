@@ -2,11 +2,14 @@
  * every call (the pass-through H2D's classification and findings, the small
  * D2H pipeline, the waits it watches). GCC puts such functions in .text.hot,
  * which the linker gathers in one place: the 41 functions of a small
- * pass-through H2D were spread over 20 of the shim's 4 KiB code pages, and
- * on the H200 hosts (KVM) a copy made after the host was idle met them with
- * cold TLBs and caches, about 1-2 us of the shim's cost there (session 35,
- * docs/performance.md). The list is callgrind's: functions called once a
- * call or more by tools/bench/smallcopy.c's four forms. */
+ * pass-through H2D were spread over 20 of the shim's 4 KiB code pages; the
+ * 89 of the four small forms now sit in 9, fewer pages for a copy to meet
+ * with cold TLBs after the host was idle. The list is callgrind's: the
+ * functions called once a call or more by tools/bench/smallcopy.c's four
+ * forms. Its effect alone was not measured apart from session 35's other
+ * changes; prefetching all of .text.hot into L2 before the native call took
+ * 0.1-0.25 us off two of the steps after it, 2 ms apart, and nothing off the
+ * classification (docs/measurements/h200-session35.txt, section 4). */
 #ifndef UNSTALL_HOT_H
 #define UNSTALL_HOT_H
 
