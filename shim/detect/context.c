@@ -315,10 +315,13 @@ US_HOT const struct us_ctx *us_context_this(void)
  * against 0.45-0.5 us for cuCtxGetCurrent (back to back 0.16-0.18 against
  * 0.10-0.11; session 35, .gpuwork/idledev.c), and a small pass-through copy
  * on the legacy stream asks at every call (legacy_stream's contention): the
- * context table answers, which asks the device once per context. */
+ * context table answers, which asks the device once per context. Only where
+ * the driver has cuCtxGetId: without it an entry cannot tell a context
+ * destroyed unseen from a new one made at its address, perhaps on another
+ * device, and the device of a new allocation (entry/alloc.c) must be right. */
 US_HOT int us_current_device(void)
 {
-    const struct us_ctx *ctx = us_context_this();
+    const struct us_ctx *ctx = driver_api()->cuCtxGetId != NULL ? us_context_this() : NULL;
     if (ctx != NULL)
         return ctx->device;
     const struct us_real_api *real = us_real();

@@ -190,14 +190,27 @@ static void test_context_enter_primary(void **state)
     assert_int_equal(drv.pushes, 1);
 }
 
+static CUresult get_id(CUcontext ctx, unsigned long long *id)
+{
+    CUcontext of = ctx != NULL ? ctx : drv.current;
+    if (of == NULL)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    *id = (unsigned long long)(uintptr_t)of; /* one id per context: none is destroyed here */
+    return CUDA_SUCCESS;
+}
+
 /* The current device is the current context's: the runtime is asked once
  * per context, not at every call (cudaGetDevice cost 2 us after an idle
  * moment on an H200 host), and a context of another device answers its own
- * device. With no context current, or no driver to ask, cudaGetDevice
- * answers. */
+ * device. With no context current, no driver to ask, or a driver without
+ * cuCtxGetId (a context destroyed unseen could not be told from a new one at
+ * its address), cudaGetDevice answers. */
 static void test_context_current_device_asks_once_per_context(void **state)
 {
     (void)state;
+    struct us_driver_api with_id = scripted;
+    with_id.cuCtxGetId = get_id;
+    us_context_install(&with_id);
     fake_cuda_reset();
     us_real()->cudaSetDevice(1);
     drv.current = (CUcontext)0x3000; /* a context of device 1 */
@@ -224,6 +237,14 @@ static void test_context_current_device_asks_once_per_context(void **state)
     assert_int_equal(us_current_device(), 1);
     us_real()->cudaSetDevice(0);
     assert_int_equal(us_current_device(), 0);
+
+    us_context_install(&scripted); /* no cuCtxGetId: the runtime at every call */
+    drv.current = (CUcontext)0x3000;
+    us_real()->cudaSetDevice(1);
+    asked = fake_cuda_count(FAKE_cudaGetDevice);
+    assert_int_equal(us_current_device(), 1);
+    assert_int_equal(us_current_device(), 1);
+    assert_int_equal(fake_cuda_count(FAKE_cudaGetDevice) - asked, 2);
 }
 
 int main(void)
