@@ -32,7 +32,10 @@ struct memo {
 static _Thread_local struct memo *mine __attribute__((tls_model("initial-exec")));
 static _Thread_local bool busy __attribute__((tls_model("initial-exec")));
 static _Thread_local bool eager __attribute__((tls_model("initial-exec"))); /* us_walkmemo_learn_next */
-static _Thread_local unsigned long hits, learnt __attribute__((tls_model("initial-exec")));
+/* each with its own model: an attribute after a declarator list is the last
+ * one's, and hits++ on a memo's answer went through __tls_get_addr */
+static _Thread_local unsigned long hits __attribute__((tls_model("initial-exec")));
+static _Thread_local unsigned long learnt __attribute__((tls_model("initial-exec")));
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static pthread_key_t free_at_exit;
