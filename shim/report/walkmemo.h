@@ -49,9 +49,10 @@ struct us_walkmemo_key {
     int max_depth;
 };
 
-/* Loads libgcc's unwinder and walks the stack once with it, which reads the
- * unwind tables of the objects on it: a process's first learning took
- * 100-160 us without (session 34), a copy's time. At the shim's start. */
+/* Makes the calling thread's memo and asks its stack's bounds, at the
+ * shim's start: for the main thread glibc reads /proc/self/maps there (90 us
+ * on the build machine), which a first learning would otherwise pay inside
+ * a copy. */
 void us_walkmemo_prepare(void);
 
 /* Whether the calling thread remembers a walk for key that its stack still
