@@ -19,7 +19,9 @@ struct us_real_api {
  * lacks are NULL; callers check before calling. Never returns NULL. */
 const struct us_real_api *us_real(void);
 
-/* Replace the table (unit tests). NULL restores run-time resolution. */
+/* Replace the table (unit tests). NULL restores run-time resolution. A
+ * table installed leaves no driver route (real_driver.h) until the test
+ * installs one; NULL resolves libcuda's again. */
 void us_real_install(const struct us_real_api *api);
 
 /* NULL if api has every function the copy rewrites call (column rewrite of

@@ -24,6 +24,7 @@
 #include "probe.h"
 #include "ptrtable.h"
 #include "real.h"
+#include "real_driver.h"
 #include "state.h"
 #include "watch.h"
 
@@ -152,8 +153,12 @@ bool us_copy_warm(const void *device_bytes, size_t size)
      * started here, in either order, the first 4 B D2H was 3-9 us slower on
      * H100 hosts than without them; the cause is not found (performance.md,
      * session 22) */
-    if (cfg->fix && (cfg->fix_d2h || cfg->fix_h2d))
+    if (cfg->fix && (cfg->fix_d2h || cfg->fix_h2d)) {
         us_hostcopy_start();
+        /* libcuda's functions for the pipelines, looked up now: six
+         * look-ups inside a first copy made it 7-9 us slower (session 36) */
+        (void)us_real_driver();
+    }
     us_staging_warm(device_bytes, size);
     /* this thread's first-use costs: its reader slot in the pointer table,
      * and with findings, its first walk (the unwinder's per-thread cache),

@@ -6,9 +6,10 @@
  * (symbols.c); every other answer is the C library's own.
  *
  * The C library's dlsym is found with dlvsym(RTLD_NEXT, "dlsym",
- * "GLIBC_2.34"), then "GLIBC_2.2.5" (older glibc): never through dlsym
- * itself, so nothing recurses. RTLD_NEXT and RTLD_DEFAULT answer relative to
- * the caller (glibc looks at the return address): those lookups jump to the
+ * "GLIBC_2.34"), then "GLIBC_2.2.5" (older glibc; us_real_libc_dlsym,
+ * real_driver.h): never through dlsym itself, so nothing recurses.
+ * RTLD_NEXT and RTLD_DEFAULT answer relative to the caller (glibc looks at
+ * the return address): those lookups jump to the
  * C library's dlsym with the caller's return address untouched (a tail jump,
  * in assembly: a C compiler may or may not make one), so another preload's
  * dlsym(RTLD_NEXT, ...) still finds what comes after it. The layer
@@ -20,6 +21,8 @@
 
 #include <dlfcn.h>
 #include <stddef.h>
+
+#include "real_driver.h"
 
 typedef void *(*dlsym_fn)(void *, const char *);
 
@@ -41,9 +44,7 @@ US_BEFORE_SANITIZERS dlsym_fn us_drv_dlsym_resolve(void)
     dlsym_fn next = __atomic_load_n(&us_drv_dlsym_next, __ATOMIC_ACQUIRE);
     if (next != NULL)
         return next;
-    next = (dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
-    if (next == NULL)
-        next = (dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
+    next = us_real_libc_dlsym();
     if (next != NULL)
         __atomic_store_n(&us_drv_dlsym_next, next, __ATOMIC_RELEASE);
     return next;

@@ -16,10 +16,36 @@
 static int logged_inflight_full, logged_no_slot, logged_missing, logged_mode, logged_capture, logged_capture_query,
     logged_stream_device, logged_device_range, logged_stream_ctx;
 
+_Static_assert((int)CU_STREAM_CAPTURE_MODE_RELAXED == (int)cudaStreamCaptureModeRelaxed &&
+                   (int)CU_STREAM_CAPTURE_MODE_GLOBAL == (int)cudaStreamCaptureModeGlobal &&
+                   (int)CU_STREAM_CAPTURE_MODE_THREAD_LOCAL == (int)cudaStreamCaptureModeThreadLocal &&
+                   (int)CU_STREAM_CAPTURE_STATUS_NONE == (int)cudaStreamCaptureStatusNone,
+               "the driver's capture modes and statuses are the runtime's");
+
+/* The thread's capture mode, exchanged as the runtime's function does (it
+ * is the driver's state: the runtime's function calls the driver's). */
+static cudaError_t exchange_mode(const struct us_real_api *real, const struct us_real_driver *drv,
+                                 enum cudaStreamCaptureMode *mode)
+{
+    if (drv != NULL)
+        return drv->cuThreadExchangeStreamCaptureMode((CUstreamCaptureMode *)mode) == CUDA_SUCCESS
+                   ? cudaSuccess
+                   : cudaErrorUnknown;
+    return real->cudaThreadExchangeStreamCaptureMode(mode);
+}
+
 static void restore_mode(struct us_pipe *p)
 {
     enum cudaStreamCaptureMode mode = p->saved_mode;
-    p->real->cudaThreadExchangeStreamCaptureMode(&mode);
+    exchange_mode(p->real, p->mode_drv, &mode);
+}
+
+static cudaError_t stream_is_capturing(const struct us_pipe *p, const struct us_real_driver *drv,
+                                       enum cudaStreamCaptureStatus *status)
+{
+    if (drv != NULL && drv->cuStreamIsCapturing((CUstream)p->stream, (CUstreamCaptureStatus *)status) == CUDA_SUCCESS)
+        return cudaSuccess;
+    return p->real->cudaStreamIsCapturing(p->stream, status); /* the runtime's answer and error */
 }
 
 US_HOT bool us_pipe_begin(struct us_pipe *p, const struct us_copy *c, const struct us_ctx *home)
@@ -40,7 +66,15 @@ US_HOT bool us_pipe_begin(struct us_pipe *p, const struct us_copy *c, const stru
     p->stream = us_copy_stream(c);
     p->start_ns = us_now_ns();
     p->saved_mode = cudaStreamCaptureModeRelaxed;
-    cudaError_t err = real->cudaThreadExchangeStreamCaptureMode(&p->saved_mode);
+    const struct us_real_driver *drv = us_real_driver();
+    p->drv = NULL;
+    p->mode_drv = drv;
+    cudaError_t err = exchange_mode(real, p->mode_drv, &p->saved_mode);
+    if (err != cudaSuccess && drv != NULL) { /* the runtime's, then */
+        p->mode_drv = NULL;
+        p->saved_mode = cudaStreamCaptureModeRelaxed;
+        err = exchange_mode(real, NULL, &p->saved_mode);
+    }
     if (err != cudaSuccess) {
         us_log_once(&logged_mode, US_LOG_WARN, "cudaThreadExchangeStreamCaptureMode failed (%s): copies go native",
                     us_real_error_name(err));
@@ -48,7 +82,7 @@ US_HOT bool us_pipe_begin(struct us_pipe *p, const struct us_copy *c, const stru
     }
 
     enum cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-    err = real->cudaStreamIsCapturing(p->stream, &status);
+    err = stream_is_capturing(p, drv, &status);
     if (err != cudaSuccess) {
         us_log_once(&logged_capture_query, US_LOG_INFO,
                     "cudaStreamIsCapturing failed (%s): the copy goes native", us_real_error_name(err));
@@ -88,6 +122,9 @@ US_HOT bool us_pipe_begin(struct us_pipe *p, const struct us_copy *c, const stru
                     "a copy on a stream of another device whose primary context is not active goes native");
         goto declined;
     }
+    /* the driver's calls act in the current context: a stream of another
+     * device's context gets the runtime's */
+    p->drv = p->stream_ctx == home ? drv : NULL;
     /* the device sides: a release of them waits until us_pipe_end */
     uintptr_t base[2] = {(uintptr_t)c->src, (uintptr_t)c->dst};
     size_t bytes[2] = {c->src_mem.kind == US_MEM_DEVICE ? c->bytes : 0,
@@ -237,9 +274,31 @@ US_HOT void us_pipe_release(struct us_pipe_slots *s)
  * D2H, and that thread's worst launch 0.28 ms (native 0.19-0.24 ms), the
  * copy loop's throughput unchanged. The wait holds no lock that a launch
  * needs once the kernel's module is loaded. */
-US_HOT cudaError_t us_pipe_wait(const struct us_real_api *real, cudaEvent_t event)
+US_HOT cudaError_t us_pipe_copy_chunk(const struct us_pipe *p, void *dst, const void *src, size_t bytes,
+                                      enum cudaMemcpyKind kind)
 {
-    cudaError_t err = real->cudaEventSynchronize(event);
+    if (p->drv != NULL) {
+        CUresult r = kind == cudaMemcpyDeviceToHost
+                         ? p->drv->cuMemcpyDtoHAsync_v2(dst, (CUdeviceptr)(uintptr_t)src, bytes, (CUstream)p->stream)
+                         : p->drv->cuMemcpyHtoDAsync_v2((CUdeviceptr)(uintptr_t)dst, src, bytes, (CUstream)p->stream);
+        if (r == CUDA_SUCCESS)
+            return cudaSuccess;
+    }
+    return p->real->cudaMemcpyAsync(dst, src, bytes, kind, p->stream);
+}
+
+US_HOT cudaError_t us_pipe_record(const struct us_pipe *p, cudaEvent_t event)
+{
+    if (p->drv != NULL && p->drv->cuEventRecord((CUevent)event, (CUstream)p->stream) == CUDA_SUCCESS)
+        return cudaSuccess;
+    return p->real->cudaEventRecord(event, p->stream);
+}
+
+US_HOT cudaError_t us_pipe_wait(const struct us_pipe *p, cudaEvent_t event)
+{
+    cudaError_t err = p->drv != NULL && p->drv->cuEventSynchronize((CUevent)event) == CUDA_SUCCESS
+                          ? cudaSuccess
+                          : p->real->cudaEventSynchronize(event);
     US_PROBE_STAMP(waited);
     return err;
 }

@@ -16,10 +16,17 @@
 #include "context.h"
 #include "copy.h"
 #include "real.h"
+#include "real_driver.h"
 #include "staging.h"
 
 struct us_pipe {
     const struct us_real_api *real;
+    /* libcuda's functions for the stream and event calls (real_driver.h):
+     * set where the stream is in the current context; NULL: the runtime's */
+    const struct us_real_driver *drv;
+    /* the table the capture mode was exchanged with (NULL: the runtime's), so
+     * that us_pipe_end restores it with the same */
+    const struct us_real_driver *mode_drv;
     const struct us_copy *copy;
     cudaStream_t stream;  /* us_copy_stream(): explicit, valid for the plain entries */
     int stream_device;    /* the device the stream belongs to */
@@ -120,11 +127,21 @@ static inline size_t us_pipe_chunk_len(size_t bytes, size_t chunk, size_t index)
  * more than half the ring (two chunks in flight at least). */
 size_t us_pipe_peer_chunk(size_t bytes, size_t slot_bytes, size_t ring_bytes, unsigned max_chunks);
 
+/* The pipeline's copy of one chunk on its stream (kind: host to device or
+ * device to host), and its event's record there: libcuda's function where
+ * p->drv is set, else the runtime's; a driver call that fails is made again
+ * through the runtime (nothing was queued), whose error the caller returns as
+ * the native call would. */
+cudaError_t us_pipe_copy_chunk(const struct us_pipe *p, void *dst, const void *src, size_t bytes,
+                               enum cudaMemcpyKind kind);
+cudaError_t us_pipe_record(const struct us_pipe *p, cudaEvent_t event);
+
 /* Waits until the shim's own event completed; returns cudaSuccess or the
- * error the event reports: cudaEventSynchronize (pipeline_common.c says what
- * polling cost). Its cost follows the scheduling flags the program chose
- * (spin, yield, blocking sync), as the program's own waits do. */
-cudaError_t us_pipe_wait(const struct us_real_api *real, cudaEvent_t event);
+ * error the event reports: cuEventSynchronize or cudaEventSynchronize, as
+ * above (pipeline_common.c says what polling cost). Its cost follows the
+ * scheduling flags the program chose (spin, yield, blocking sync), as the
+ * program's own waits do. */
+cudaError_t us_pipe_wait(const struct us_pipe *p, cudaEvent_t event);
 
 /* The error a CUDA call failed with, or `err` when it is cudaSuccess: for
  * chaining "first error wins". */

@@ -42,12 +42,11 @@ US_HOT static cudaError_t issue_chunk(const struct us_pipe *p, struct us_pipe_sl
                                unsigned k, bool *issued)
 {
     const struct us_copy *c = p->copy;
-    cudaError_t err = p->real->cudaMemcpyAsync(s->slot[k]->ptr, (const char *)c->src + off, len,
-                                               cudaMemcpyDeviceToHost, p->stream);
+    cudaError_t err = us_pipe_copy_chunk(p, s->slot[k]->ptr, (const char *)c->src + off, len, cudaMemcpyDeviceToHost);
     if (err != cudaSuccess)
         return err;
     *issued = true;
-    err = p->real->cudaEventRecord(s->event[k], p->stream);
+    err = us_pipe_record(p, s->event[k]);
     US_PROBE_STAMP(issued);
     s->pending[k] = err == cudaSuccess ? (int)p->stream_ctx->index : US_STAGING_LOST;
     return err;
@@ -82,7 +81,7 @@ static cudaError_t copy_rest(struct us_d2h_run *run)
     cudaError_t err = run->err;
     for (size_t i = 0; i < run->queued && err == cudaSuccess; i++) {
         unsigned k = (unsigned)(i % s->n);
-        err = us_pipe_wait(p->real, s->event[k]);
+        err = us_pipe_wait(p, s->event[k]);
         if (err != cudaSuccess)
             break;
         s->pending[k] = -1;

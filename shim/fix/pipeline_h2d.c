@@ -69,7 +69,6 @@ bool us_pipeline_h2d(const struct us_copy *c, const struct us_ctx *home, cudaErr
         us_pipe_end(&p, NULL, -1);
         return false;
     }
-    const struct us_real_api *real = p.real;
     unsigned cap = us_pipe_claim_cap();
     struct us_pipe_slots s;
     if (!us_pipe_claim(&p, cap, US_PIPE_CLAIM_AVAILABLE, &s)) {
@@ -86,18 +85,18 @@ bool us_pipeline_h2d(const struct us_copy *c, const struct us_ctx *home, cudaErr
         k = (unsigned)(i % s.n);
         size_t len = us_pipe_chunk_room(&s, k, c->bytes - off);
         if (s.pending[k] >= 0) { /* our own chunk i - s.n is still on its way */
-            err = us_pipe_wait(real, s.event[k]);
+            err = us_pipe_wait(&p, s.event[k]);
             if (err != cudaSuccess)
                 break;
             s.pending[k] = -1;
         }
         us_hostcopy_to_staging(s.slot[k]->ptr, (const char *)c->src + off, len);
         US_PROBE_STAMP(host_copied);
-        err = real->cudaMemcpyAsync((char *)c->dst + off, s.slot[k]->ptr, len, cudaMemcpyHostToDevice, p.stream);
+        err = us_pipe_copy_chunk(&p, (char *)c->dst + off, s.slot[k]->ptr, len, cudaMemcpyHostToDevice);
         if (err != cudaSuccess)
             break;
         off += len;
-        err = real->cudaEventRecord(s.event[k], p.stream);
+        err = us_pipe_record(&p, s.event[k]);
         US_PROBE_STAMP(issued);
         s.pending[k] = err == cudaSuccess ? (int)p.stream_ctx->index : US_STAGING_LOST;
         if (err != cudaSuccess) {
@@ -111,7 +110,7 @@ bool us_pipeline_h2d(const struct us_copy *c, const struct us_ctx *home, cudaErr
         return false;
     }
     if (err == cudaSuccess && us_copy_is_sync(c)) /* before release: nobody re-records it */
-        err = us_pipe_wait(real, s.event[k]);
+        err = us_pipe_wait(&p, s.event[k]);
     us_pipe_release(&s);
     *result = err;
     us_pipe_end(&p, "pageable_h2d", c->dst_mem.device);

@@ -18,6 +18,7 @@
 #include "copy.h"
 #include "log.h"
 #include "real.h"
+#include "real_driver.h"
 
 #define FAKE_MAX_STREAMS 512
 #define FAKE_MAX_EVENTS 8192
@@ -69,8 +70,8 @@ static cudaError_t note(enum fake_cuda_fn fn, cudaStream_t stream, cudaEvent_t e
     /* choosing a device is no capture-unsafe call (the grower thread makes
      * the copy's device current before anything else: no context elsewhere),
      * nor is asking which one is current (the chain's context lookup) */
-    if (!relaxed && fn != FAKE_cudaThreadExchangeStreamCaptureMode && fn != FAKE_cudaSetDevice &&
-        fn != FAKE_cudaGetDevice)
+    if (!relaxed && fn != FAKE_cudaThreadExchangeStreamCaptureMode && fn != FAKE_cuThreadExchangeStreamCaptureMode &&
+        fn != FAKE_cudaSetDevice && fn != FAKE_cudaGetDevice)
         not_relaxed++;
     if (fake_cuda.ncalls < FAKE_CUDA_MAX_LOG)
         fake_cuda.calls[fake_cuda.ncalls++] = (struct fake_cuda_call){
@@ -143,16 +144,23 @@ unsigned fake_cuda_calls_not_relaxed(void)
 
 /* --- the fakes ------------------------------------------------------------ */
 
-static cudaError_t f_cudaMemcpyAsync(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
-                                     cudaStream_t stream)
+/* The runtime's fakes and the driver's (f_cu*, below) share these, each
+ * logged as the function it is. */
+static cudaError_t memcpy_as(enum fake_cuda_fn fn, void *dst, const void *src, size_t count, cudaStream_t stream)
 {
-    (void)kind;
-    cudaError_t err = note(FAKE_cudaMemcpyAsync, stream, NULL, dst, src, count);
+    cudaError_t err = note(fn, stream, NULL, dst, src, count);
     if (err == cudaSuccess && device_of(stream) < 0)
         err = cudaErrorInvalidResourceHandle;
     if (err == cudaSuccess)
         memmove(dst, src, count);
     return err;
+}
+
+static cudaError_t f_cudaMemcpyAsync(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
+                                     cudaStream_t stream)
+{
+    (void)kind;
+    return memcpy_as(FAKE_cudaMemcpyAsync, dst, src, count, stream);
 }
 
 static cudaError_t f_cudaHostAlloc(void **p, size_t size, unsigned flags)
@@ -235,9 +243,9 @@ static cudaError_t f_cudaStreamGetDevice(cudaStream_t s, int *device)
     return err;
 }
 
-static cudaError_t f_cudaStreamIsCapturing(cudaStream_t s, enum cudaStreamCaptureStatus *status)
+static cudaError_t is_capturing_as(enum fake_cuda_fn fn, cudaStream_t s, enum cudaStreamCaptureStatus *status)
 {
-    cudaError_t err = note(FAKE_cudaStreamIsCapturing, s, NULL, NULL, NULL, 0);
+    cudaError_t err = note(fn, s, NULL, NULL, NULL, 0);
     if (err == cudaSuccess)
         err = fake_cuda.capture_query_error;
     if (err == cudaSuccess && device_of(s) < 0)
@@ -247,15 +255,28 @@ static cudaError_t f_cudaStreamIsCapturing(cudaStream_t s, enum cudaStreamCaptur
     return err;
 }
 
-static cudaError_t f_cudaThreadExchangeStreamCaptureMode(enum cudaStreamCaptureMode *mode)
+static cudaError_t f_cudaStreamIsCapturing(cudaStream_t s, enum cudaStreamCaptureStatus *status)
 {
-    cudaError_t err = note(FAKE_cudaThreadExchangeStreamCaptureMode, NULL, NULL, NULL, NULL, 0);
+    return is_capturing_as(FAKE_cudaStreamIsCapturing, s, status);
+}
+
+/* One capture mode per thread, which the runtime's and the driver's
+ * functions both exchange (the GPU: tests/capture's other_thread cases under
+ * the shim). */
+static cudaError_t exchange_mode_as(enum fake_cuda_fn fn, enum cudaStreamCaptureMode *mode)
+{
+    cudaError_t err = note(fn, NULL, NULL, NULL, NULL, 0);
     if (err != cudaSuccess)
         return err;
     enum cudaStreamCaptureMode old = capture_mode;
     capture_mode = *mode;
     *mode = old;
     return cudaSuccess;
+}
+
+static cudaError_t f_cudaThreadExchangeStreamCaptureMode(enum cudaStreamCaptureMode *mode)
+{
+    return exchange_mode_as(FAKE_cudaThreadExchangeStreamCaptureMode, mode);
 }
 
 static cudaError_t f_cudaLaunchHostFunc(cudaStream_t s, cudaHostFn_t fn, void *data)
@@ -292,13 +313,18 @@ static cudaError_t f_cudaEventDestroy(cudaEvent_t e)
     return err;
 }
 
-static cudaError_t f_cudaEventRecord(cudaEvent_t e, cudaStream_t s)
+static cudaError_t record_as(enum fake_cuda_fn fn, cudaEvent_t e, cudaStream_t s)
 {
-    cudaError_t err = note(FAKE_cudaEventRecord, s, e, NULL, NULL, 0);
+    cudaError_t err = note(fn, s, e, NULL, NULL, 0);
     struct fake_event *fe = event_of(e);
     if (err == cudaSuccess && (fe == NULL || device_of(s) < 0 || device_of(s) != fe->device))
         err = cudaErrorInvalidResourceHandle; /* an event is recorded on a stream of its device */
     return err;
+}
+
+static cudaError_t f_cudaEventRecord(cudaEvent_t e, cudaStream_t s)
+{
+    return record_as(FAKE_cudaEventRecord, e, s);
 }
 
 static cudaError_t f_cudaEventQuery(cudaEvent_t e)
@@ -311,12 +337,66 @@ static cudaError_t f_cudaEventQuery(cudaEvent_t e)
     return err != cudaSuccess ? err : fake_cuda.stream_error; /* sticky errors show in queries too */
 }
 
-static cudaError_t f_cudaEventSynchronize(cudaEvent_t e)
+static cudaError_t event_sync_as(enum fake_cuda_fn fn, cudaEvent_t e)
 {
-    cudaError_t err = note(FAKE_cudaEventSynchronize, NULL, e, NULL, NULL, 0);
+    cudaError_t err = note(fn, NULL, e, NULL, NULL, 0);
     if (err == cudaSuccess && event_of(e) == NULL)
         err = cudaErrorInvalidResourceHandle;
     return err != cudaSuccess ? err : fake_cuda.stream_error;
+}
+
+static cudaError_t f_cudaEventSynchronize(cudaEvent_t e)
+{
+    return event_sync_as(FAKE_cudaEventSynchronize, e);
+}
+
+/* --- the driver's (real_driver.def) --------------------------------------- */
+
+/* cudaError_t and CUresult share the codes the fake returns */
+static CUresult cu(cudaError_t err)
+{
+    return (CUresult)err;
+}
+
+static CUresult f_cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)
+{
+    return cu(exchange_mode_as(FAKE_cuThreadExchangeStreamCaptureMode, (enum cudaStreamCaptureMode *)mode));
+}
+
+static CUresult f_cuStreamIsCapturing(CUstream s, CUstreamCaptureStatus *status)
+{
+    return cu(is_capturing_as(FAKE_cuStreamIsCapturing, (cudaStream_t)s, (enum cudaStreamCaptureStatus *)status));
+}
+
+static CUresult f_cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t bytes, CUstream s)
+{
+    return cu(memcpy_as(FAKE_cuMemcpyDtoHAsync_v2, dst, (const void *)(uintptr_t)src, bytes, (cudaStream_t)s));
+}
+
+static CUresult f_cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t bytes, CUstream s)
+{
+    return cu(memcpy_as(FAKE_cuMemcpyHtoDAsync_v2, (void *)(uintptr_t)dst, src, bytes, (cudaStream_t)s));
+}
+
+static CUresult f_cuEventRecord(CUevent e, CUstream s)
+{
+    return cu(record_as(FAKE_cuEventRecord, (cudaEvent_t)e, (cudaStream_t)s));
+}
+
+static CUresult f_cuEventSynchronize(CUevent e)
+{
+    return cu(event_sync_as(FAKE_cuEventSynchronize, (cudaEvent_t)e));
+}
+
+static const struct us_real_driver driver_table = {
+#define US_REAL_DRV(name, params, args) .name = f_##name,
+#include "real_driver.def"
+#undef US_REAL_DRV
+};
+
+void fake_cuda_use_driver(void)
+{
+    us_real_driver_install(&driver_table);
 }
 
 static cudaError_t f_cudaGetDevice(int *device)

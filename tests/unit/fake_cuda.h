@@ -30,6 +30,10 @@ enum fake_cuda_fn {
 #define US_REAL(ret, name, params, args, rewrite) FAKE_CUDA_IF_REWRITE_##rewrite(FAKE_##name,)
 #include "real_api.def"
 #undef US_REAL
+/* and the driver functions the pipelines call (real_driver.def) */
+#define US_REAL_DRV(name, params, args) FAKE_##name,
+#include "real_driver.def"
+#undef US_REAL_DRV
     FAKE_FN_COUNT
 };
 
@@ -63,8 +67,13 @@ struct fake_cuda_state {
 
 extern struct fake_cuda_state fake_cuda;
 
-/* Forgets every stream, event and call, disarms failures, installs the table. */
+/* Forgets every stream, event and call, disarms failures, installs the table
+ * (with no driver table: the pipelines make the runtime's calls). */
 void fake_cuda_reset(void);
+
+/* Installs the driver's table too (real_driver.h): its functions do what the
+ * runtime's do, logged under their own names (FAKE_cu...). */
+void fake_cuda_use_driver(void);
 
 /* The nth call (1: the next) of fn from now fails with err; `count` calls from
  * it (0: every later one). nth 0 disarms. */

@@ -183,6 +183,71 @@ static void test_d2h_errors(void **state)
     assert_false(d2h_checked(US_API_MEMCPY_ASYNC, 2 * SLOT, s, &result));
 }
 
+/* With libcuda's table (real_driver.h): the capture mode, the capture check,
+ * each chunk's copy, record and wait go through the driver, and the runtime
+ * makes none of them; a stream of another device (not in the current
+ * context) gets the runtime's calls. */
+static void test_d2h_driver_calls_where_the_stream_is_current(void **state)
+{
+    (void)state;
+    fake_cuda_use_driver();
+    unsigned unrelaxed = fake_cuda_calls_not_relaxed(); /* the pool's warming */
+    cudaStream_t s = fake_cuda_user_stream(0);
+    cudaError_t result = cudaErrorUnknown;
+    assert_true(d2h_checked(US_API_MEMCPY_ASYNC, 10 * SLOT, s, &result));
+    assert_int_equal(result, cudaSuccess);
+    assert_int_equal(fake_cuda_count(FAKE_cuMemcpyDtoHAsync_v2), 10);
+    assert_int_equal(fake_cuda_count(FAKE_cuEventRecord), 10);
+    assert_int_equal(fake_cuda_count(FAKE_cuEventSynchronize), 10);
+    assert_int_equal(fake_cuda_count(FAKE_cuStreamIsCapturing), 1);
+    assert_int_equal(fake_cuda_count(FAKE_cuThreadExchangeStreamCaptureMode), 2); /* relaxed, then restored */
+    assert_int_equal(fake_cuda_count(FAKE_cudaMemcpyAsync) + fake_cuda_count(FAKE_cudaEventRecord) +
+                         fake_cuda_count(FAKE_cudaEventSynchronize) + fake_cuda_count(FAKE_cudaStreamIsCapturing) +
+                         fake_cuda_count(FAKE_cudaThreadExchangeStreamCaptureMode),
+                     0);
+    assert_int_equal(fake_cuda_calls_not_relaxed(), unrelaxed);
+    for (size_t i = 0; i < fake_cuda.ncalls; i++)
+        if (fake_cuda.calls[i].fn == FAKE_cuMemcpyDtoHAsync_v2)
+            assert_ptr_equal(fake_cuda.calls[i].stream, s);
+
+    unsigned before = fake_cuda_count(FAKE_cuMemcpyDtoHAsync_v2);
+    cudaStream_t other = fake_cuda_user_stream(1);
+    assert_true(d2h_checked(US_API_MEMCPY_ASYNC, 2 * SLOT, other, &result));
+    assert_int_equal(result, cudaSuccess);
+    assert_int_equal(fake_cuda_count(FAKE_cuMemcpyDtoHAsync_v2), before);
+    assert_int_equal(fake_cuda_count(FAKE_cudaMemcpyAsync), 2);
+    assert_int_equal(fake_cuda_count(FAKE_cudaEventSynchronize), 2);
+}
+
+/* A driver call that fails is made again through the runtime, whose answer
+ * the copy returns: the error a program sees is the runtime's. */
+static void test_d2h_driver_failure_answered_by_the_runtime(void **state)
+{
+    (void)state;
+    fake_cuda_use_driver();
+    unsigned unrelaxed = fake_cuda_calls_not_relaxed(); /* the pool's warming */
+    cudaStream_t s = fake_cuda_user_stream(0);
+    cudaError_t result;
+    /* the driver refuses a later chunk, the runtime takes it: the copy completes */
+    fake_cuda_fail(FAKE_cuMemcpyDtoHAsync_v2, 3, 1, cudaErrorUnknown);
+    assert_true(d2h_checked(US_API_MEMCPY_ASYNC, 6 * SLOT, s, &result));
+    assert_int_equal(result, cudaSuccess);
+    assert_int_equal(fake_cuda_count(FAKE_cudaMemcpyAsync), 1);
+    /* the stream failed asynchronously: both waits say so, the runtime's error is the call's */
+    fake_cuda.stream_error = cudaErrorLaunchFailure;
+    assert_true(d2h_checked(US_API_MEMCPY_ASYNC, 2 * SLOT, s, &result));
+    assert_int_equal(result, cudaErrorLaunchFailure);
+    assert_true(fake_cuda_count(FAKE_cudaEventSynchronize) >= 1);
+    fake_cuda.stream_error = cudaSuccess;
+    /* the driver's exchange fails: the runtime's sets the mode and restores it */
+    unsigned exchanges = fake_cuda_count(FAKE_cudaThreadExchangeStreamCaptureMode);
+    fake_cuda_fail(FAKE_cuThreadExchangeStreamCaptureMode, 1, 0, cudaErrorUnknown);
+    assert_true(d2h_checked(US_API_MEMCPY_ASYNC, 2 * SLOT, s, &result));
+    assert_int_equal(result, cudaSuccess);
+    assert_int_equal(fake_cuda_count(FAKE_cudaThreadExchangeStreamCaptureMode), exchanges + 2);
+    assert_int_equal(fake_cuda_calls_not_relaxed(), unrelaxed);
+}
+
 /* No slot ready (a cold pool): on an idle non-blocking stream the copy goes
  * native, pinning nothing in the call, and the grower pins the slots for
  * the next copies; behind queued work it pins one slot in the call and is
@@ -243,6 +308,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_d2h_capture_and_invalid_stream_decline, setup, fake_cuda_teardown),
         cmocka_unit_test_setup_teardown(test_d2h_no_pinned_memory_declines, setup, fake_cuda_teardown),
         cmocka_unit_test_setup_teardown(test_d2h_errors, setup, fake_cuda_teardown),
+        cmocka_unit_test_setup_teardown(test_d2h_driver_calls_where_the_stream_is_current, setup_warm, fake_cuda_teardown),
+        cmocka_unit_test_setup_teardown(test_d2h_driver_failure_answered_by_the_runtime, setup_warm, fake_cuda_teardown),
         cmocka_unit_test_setup_teardown(test_d2h_no_slot_ready_native_when_stream_idle, setup, fake_cuda_teardown),
         cmocka_unit_test_setup_teardown(test_d2h_no_slot_ready_pinned_in_call_behind_queued_work, setup, fake_cuda_teardown),
         cmocka_unit_test_setup_teardown(test_d2h_no_slot_ready_legacy_stream_waits_for_blocking_streams, setup, fake_cuda_teardown),

@@ -1,0 +1,77 @@
+/* real_driver.c - see real_driver.h. */
+#include "real_driver.h"
+#include "hot.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+static _Atomic us_dlsym_fn libc_dlsym;
+
+/* Uninstrumented: the interposed dlsym asks for it while a preloaded
+ * sanitizer's runtime initializes, before it can record anything. */
+__attribute__((no_sanitize("address", "thread", "undefined"))) us_dlsym_fn us_real_libc_dlsym(void)
+{
+    us_dlsym_fn fn = atomic_load_explicit(&libc_dlsym, memory_order_acquire);
+    if (fn != NULL)
+        return fn;
+    fn = (us_dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
+    if (fn == NULL)
+        fn = (us_dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
+    if (fn != NULL)
+        atomic_store_explicit(&libc_dlsym, fn, memory_order_release);
+    return fn;
+}
+
+static struct us_real_driver resolved;
+static pthread_mutex_t resolve_lock = PTHREAD_MUTEX_INITIALIZER;
+/* settled: `active` is the answer (resolved, found missing, or installed) */
+static atomic_bool settled;
+static const struct us_real_driver *_Atomic active;
+
+/* Under resolve_lock. Settles only once libcuda is loaded: before that there
+ * is no copy to rewrite. */
+static void resolve_locked(void)
+{
+    void *driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+    us_dlsym_fn find = us_real_libc_dlsym();
+    if (driver == NULL || find == NULL)
+        return;
+    bool complete = true;
+#define US_REAL_DRV(name, params, args)                                  \
+    *(void **)&resolved.name = find(driver, #name);                      \
+    complete = complete && resolved.name != NULL;
+#include "real_driver.def"
+#undef US_REAL_DRV
+    atomic_store_explicit(&active, complete ? &resolved : NULL, memory_order_relaxed);
+    atomic_store_explicit(&settled, true, memory_order_release);
+}
+
+US_HOT const struct us_real_driver *us_real_driver(void)
+{
+    if (atomic_load_explicit(&settled, memory_order_acquire))
+        return atomic_load_explicit(&active, memory_order_relaxed);
+    pthread_mutex_lock(&resolve_lock);
+    if (!atomic_load_explicit(&settled, memory_order_relaxed))
+        resolve_locked();
+    pthread_mutex_unlock(&resolve_lock);
+    return atomic_load_explicit(&active, memory_order_relaxed);
+}
+
+void us_real_driver_install(const struct us_real_driver *drv)
+{
+    pthread_mutex_lock(&resolve_lock);
+    atomic_store_explicit(&active, drv, memory_order_relaxed);
+    atomic_store_explicit(&settled, true, memory_order_release);
+    pthread_mutex_unlock(&resolve_lock);
+}
+
+void us_real_driver_resolve(void)
+{
+    pthread_mutex_lock(&resolve_lock);
+    atomic_store_explicit(&active, NULL, memory_order_relaxed);
+    atomic_store_explicit(&settled, false, memory_order_release);
+    pthread_mutex_unlock(&resolve_lock);
+}
