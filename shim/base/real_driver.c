@@ -31,6 +31,16 @@ static pthread_mutex_t resolve_lock = PTHREAD_MUTEX_INITIALIZER;
 static atomic_bool settled;
 static const struct us_real_driver *_Atomic active;
 
+/* As real.c finds the runtime's: what comes after the shim in the global
+ * scope first (a program linked against libcuda, or a library preloaded
+ * after the shim that wraps these functions, as tests/faults does), then
+ * libcuda's own. */
+static void *lookup(us_dlsym_fn find, void *driver, const char *name)
+{
+    void *fn = find(RTLD_NEXT, name);
+    return fn != NULL ? fn : find(driver, name);
+}
+
 /* Under resolve_lock. Settles only once libcuda is loaded: before that there
  * is no copy to rewrite. */
 static void resolve_locked(void)
@@ -41,7 +51,7 @@ static void resolve_locked(void)
         return;
     bool complete = true;
 #define US_REAL_DRV(name, params, args)                                  \
-    *(void **)&resolved.name = find(driver, #name);                      \
+    *(void **)&resolved.name = lookup(find, driver, #name);              \
     complete = complete && resolved.name != NULL;
 #include "real_driver.def"
 #undef US_REAL_DRV

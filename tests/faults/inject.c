@@ -1,12 +1,13 @@
 /* inject.c - libfaultinject.so: fails the nth call the shim makes to one
- * runtime function. Preloaded after the shim (LD_PRELOAD="libunstall.so
+ * runtime or driver function. Preloaded after the shim (LD_PRELOAD="libunstall.so
  * libfaultinject.so"), it is what the shim's dlsym(RTLD_NEXT) finds: every
- * function of shim/base/real_api.def is wrapped here, from that file. Only
+ * function of shim/base/real_api.def and real_driver.def is wrapped here,
+ * from those files. Only
  * calls whose return address lies in libunstall.so count and can fail; the
  * program's own calls pass straight through.
  *
  * Environment:
- *   FAULT_FN     the function to fail (a name of real_api.def)
+ *   FAULT_FN     the function to fail (a name of real_api.def or real_driver.def)
  *   FAULT_NTH    the shim's call of it that fails first (1 = the first)
  *   FAULT_COUNT  how many calls fail from there (default 1; 0 = all later ones)
  *   FAULT_ERR    the error returned (default cudaErrorMemoryAllocation)
@@ -21,12 +22,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cuda.h>
 #include <cuda_runtime_api.h>
 
 enum fn_id {
 #define US_REAL(ret, name, params, args, rewrite) FN_##name,
 #include "real_api.def"
 #undef US_REAL
+#define US_REAL_DRV(name, params, args) FN_##name,
+#include "real_driver.def"
+#undef US_REAL_DRV
     FN_COUNT
 };
 
@@ -34,6 +39,9 @@ static const char *const fn_names[] = {
 #define US_REAL(ret, name, params, args, rewrite) #name,
 #include "real_api.def"
 #undef US_REAL
+#define US_REAL_DRV(name, params, args) #name,
+#include "real_driver.def"
+#undef US_REAL_DRV
 };
 
 static atomic_ulong calls[FN_COUNT];
@@ -83,9 +91,21 @@ static bool should_fail(int fn, void *ret)
     return true;
 }
 
+/* After this library; for a driver function libcuda's own, which a runtime
+ * may have loaded out of the global scope (the simulated one does), looked
+ * up with the C library's dlsym: the shim's hands out its wrappers. */
 static void *real_fn(const char *name)
 {
     void *p = dlsym(RTLD_NEXT, name);
+    void *driver = p == NULL && strncmp(name, "cu", 2) == 0 && strncmp(name, "cuda", 4) != 0
+                       ? dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD)
+                       : NULL;
+    if (driver != NULL) {
+        void *(*libc_dlsym)(void *, const char *) = (void *(*)(void *, const char *))dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
+        if (libc_dlsym == NULL)
+            libc_dlsym = (void *(*)(void *, const char *))dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
+        p = libc_dlsym != NULL ? libc_dlsym(driver, name) : NULL;
+    }
     if (p == NULL) {
         fprintf(stderr, "faultinject: %s not found after this library\n", name);
         abort();
@@ -104,6 +124,10 @@ static void *real_fn(const char *name)
         return real args;                                                                  \
     }
 #include "real_api.def"
+/* the driver's: the error's code is the same CUresult (2: out of memory) */
+#define US_REAL_DRV(name, params, args) US_REAL(CUresult, name, params, args, 1)
+#include "real_driver.def"
+#undef US_REAL_DRV
 #undef US_REAL
 
 __attribute__((destructor)) static void write_counts(void)
