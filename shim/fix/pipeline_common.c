@@ -48,6 +48,16 @@ static cudaError_t stream_is_capturing(const struct us_pipe *p, const struct us_
     return p->real->cudaStreamIsCapturing(p->stream, status); /* the runtime's answer and error */
 }
 
+/* Whether the driver says the stream is in the current context (then it is
+ * on the current device): cuStreamGetCtx, 60 ns less than the runtime's
+ * cudaStreamGetDevice (session 36). No: the runtime is asked. */
+static bool stream_in_context(const struct us_pipe *p, const struct us_real_driver *drv, const struct us_ctx *home)
+{
+    CUcontext ctx;
+    return drv != NULL && home->handle != NULL && drv->cuStreamGetCtx((CUstream)p->stream, &ctx) == CUDA_SUCCESS &&
+           ctx == home->handle;
+}
+
 US_HOT bool us_pipe_begin(struct us_pipe *p, const struct us_copy *c, const struct us_ctx *home)
 {
     const struct us_real_api *real = us_real();
@@ -99,7 +109,7 @@ US_HOT bool us_pipe_begin(struct us_pipe *p, const struct us_copy *c, const stru
      * copy's cost (tools/bench/apicost.sh on an H100 host). */
     p->current_device = home->device;
     p->stream_device = home->device;
-    if (c->stream_kind == US_STREAM_USER &&
+    if (c->stream_kind == US_STREAM_USER && !stream_in_context(p, drv, home) &&
         (err = real->cudaStreamGetDevice(p->stream, &p->stream_device)) != cudaSuccess) {
         us_log_once(&logged_stream_device, US_LOG_INFO,
                     "cudaStreamGetDevice failed (%s): the copy goes native", us_real_error_name(err));

@@ -12,6 +12,11 @@
  *             destroyed before (FAKECUDA_CTX_REUSE=1 makes the simulated
  *             driver do so); the program prints how many rounds did on
  *             stderr ("reused N").
+ *   stream_ctx  what cuStreamGetCtx answers (the shim's pipelines ask it:
+ *             shim/fix/pipeline_common.c): a stream the runtime made in the
+ *             primary context, the legacy and per-thread handles, and a
+ *             stream of a created context asked while the primary one is
+ *             current; then a pageable D2H on the runtime's stream
  * Checks every byte, every return code, and that the current context is the
  * one the program made current. Prints "ok" and exits 0, or says what went
  * wrong and exits 1. Built over fakecuda (CI) and over the real runtime and
@@ -212,6 +217,59 @@ static void run_recreate(CUdevice dev, int ndev)
     fprintf(stderr, "reused %d\n", reused);
 }
 
+static void expect_ctx(CUstream s, CUcontext want, const char *what)
+{
+    CUcontext got = NULL;
+    CHECK_DRV(cuStreamGetCtx(s, &got));
+    if (got != want) {
+        fprintf(stderr, "cuStreamGetCtx(%s) is not the context it belongs to\n", what);
+        failures++;
+    }
+}
+
+static void run_stream_ctx(CUdevice dev)
+{
+    CHECK_RT(cudaSetDevice(0));
+    CHECK_RT(cudaFree(NULL));
+    CUcontext primary = NULL, created = NULL, current = NULL;
+    CHECK_DRV(cuCtxGetCurrent(&primary));
+    cudaStream_t s;
+    CHECK_RT(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    expect_ctx((CUstream)s, primary, "a runtime stream");
+    expect_ctx(CU_STREAM_LEGACY, primary, "CU_STREAM_LEGACY");
+    expect_ctx(CU_STREAM_PER_THREAD, primary, "CU_STREAM_PER_THREAD");
+    CHECK_DRV(cuCtxCreate(&created, NULL, 0, dev));
+    CUstream theirs;
+    CHECK_DRV(cuStreamCreate(&theirs, CU_STREAM_NON_BLOCKING));
+    expect_ctx(theirs, created, "a created context's stream, that context current");
+    expect_ctx(CU_STREAM_LEGACY, created, "CU_STREAM_LEGACY, a created context current");
+    CHECK_DRV(cuCtxSetCurrent(primary));
+    expect_ctx(theirs, created, "a created context's stream, the primary current");
+    CHECK_DRV(cuCtxGetCurrent(&current));
+    if (current != primary) {
+        fprintf(stderr, "the current context changed\n");
+        failures++;
+    }
+    /* a pageable D2H on the runtime's stream: under the shim, through the driver */
+    unsigned char *host = malloc(BYTES), *back = malloc(BYTES);
+    void *d;
+    fill(host, BYTES, 7);
+    CHECK_RT(cudaMalloc(&d, BYTES));
+    CHECK_RT(cudaMemcpyAsync(d, host, BYTES, cudaMemcpyHostToDevice, s));
+    memset(back, 0, BYTES);
+    CHECK_RT(cudaMemcpyAsync(back, d, BYTES, cudaMemcpyDeviceToHost, s));
+    CHECK_RT(cudaStreamSynchronize(s));
+    expect_same(host, back, BYTES, "a D2H on the runtime's stream");
+    CHECK_RT(cudaFree(d));
+    CHECK_RT(cudaStreamDestroy(s));
+    CHECK_DRV(cuCtxSetCurrent(created));
+    CHECK_DRV(cuStreamDestroy(theirs));
+    CHECK_DRV(cuCtxSetCurrent(primary));
+    CHECK_DRV(cuCtxDestroy(created));
+    free(host);
+    free(back);
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "switch";
@@ -224,8 +282,10 @@ int main(int argc, char **argv)
         run_recreate(dev, ndev);
     } else if (strcmp(mode, "switch") == 0) {
         run_switch(dev);
+    } else if (strcmp(mode, "stream_ctx") == 0) {
+        run_stream_ctx(dev);
     } else {
-        fprintf(stderr, "usage: ctx_switch switch|recreate\n");
+        fprintf(stderr, "usage: ctx_switch switch|recreate|stream_ctx\n");
         return 2;
     }
     if (failures == 0)

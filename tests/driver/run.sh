@@ -164,6 +164,13 @@ name=ctx_switch-shim
 run "$name" ok LD_PRELOAD="$preload" UNSTALL_REPORT="$work/$name.json" "$work/ctx_switch" switch &&
     check "$name" --fixed-at-least pageable_h2d:cudaMemcpyAsync:6 --fixed-at-least pageable_d2h:cudaMemcpyAsync:8 \
         --fixed-at-least pageable_h2d:cudaMemcpy:4 --fixed-at-least pageable_d2h:cudaMemcpy:4
+# the context cuStreamGetCtx names, natively (the GPU's answers, which the
+# simulated driver must give too) and under the shim, whose pipelines ask it
+name=stream_ctx-native
+run "$name" ok "$work/ctx_switch" stream_ctx && pass "$name"
+name=stream_ctx-shim
+run "$name" ok LD_PRELOAD="$preload" UNSTALL_REPORT="$work/$name.json" "$work/ctx_switch" stream_ctx &&
+    check "$name" --require pageable_d2h:cudaMemcpyAsync:fixed
 name=ctx_recreate-native
 run "$name" ok FAKECUDA_CTX_REUSE=1 "$work/ctx_switch" recreate && pass "$name"
 name=ctx_recreate-shim

@@ -451,6 +451,26 @@ CUresult cuStreamIsCapturing_ptsz(CUstream s, CUstreamCaptureStatus *status)
     return cu(cudaStreamIsCapturing_ptsz((cudaStream_t)s, (enum cudaStreamCaptureStatus *)status));
 }
 
+/* The context a stream belongs to: a user stream's own, the legacy and
+ * per-thread handles' the current one (tests/driver stream_ctx checks the
+ * GPU answers the same). */
+static CUresult stream_get_ctx(CUstream s, CUcontext *pctx, bool per_thread)
+{
+    ENTER();
+    if (pctx == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&fc_g.mu);
+    struct fc_stream *fs;
+    cudaError_t err = fc_stream_get_any((cudaStream_t)s, per_thread, &fs);
+    if (err == cudaSuccess)
+        *pctx = (CUcontext)fs->ctx;
+    pthread_mutex_unlock(&fc_g.mu);
+    return cu(err);
+}
+
+CUresult cuStreamGetCtx(CUstream s, CUcontext *pctx) { return stream_get_ctx(s, pctx, false); }
+CUresult cuStreamGetCtx_ptsz(CUstream s, CUcontext *pctx) { return stream_get_ctx(s, pctx, true); }
+
 CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)
 {
     return cu(cudaThreadExchangeStreamCaptureMode((enum cudaStreamCaptureMode *)mode));

@@ -368,6 +368,19 @@ static CUresult f_cuStreamIsCapturing(CUstream s, CUstreamCaptureStatus *status)
     return cu(is_capturing_as(FAKE_cuStreamIsCapturing, (cudaStream_t)s, (enum cudaStreamCaptureStatus *)status));
 }
 
+/* A context per device (the unit tests' contexts have no driver handle, so
+ * the pipelines ask the runtime's cudaStreamGetDevice as well) */
+static CUresult f_cuStreamGetCtx(CUstream s, CUcontext *ctx)
+{
+    cudaError_t err = note(FAKE_cuStreamGetCtx, (cudaStream_t)s, NULL, NULL, NULL, 0);
+    int device = device_of((cudaStream_t)s);
+    if (err == cudaSuccess && device < 0)
+        err = cudaErrorInvalidResourceHandle;
+    if (err == cudaSuccess)
+        *ctx = (CUcontext)(uintptr_t)(0x100 + device);
+    return cu(err);
+}
+
 static CUresult f_cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t bytes, CUstream s)
 {
     return cu(memcpy_as(FAKE_cuMemcpyDtoHAsync_v2, dst, (const void *)(uintptr_t)src, bytes, (cudaStream_t)s));
