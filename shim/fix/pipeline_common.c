@@ -274,16 +274,6 @@ US_HOT void us_pipe_release(struct us_pipe_slots *s)
     s->n = 0;
 }
 
-/* cudaEventSynchronize, not a polling loop. Measured on an H100 (driver
- * 580, CUDA 13.0, tools/bench/smallcopy.sh and case C's launch_latency):
- * polling cudaEventQuery with nanosleep between queries added the sleep's
- * timer slack (50 us) to every small copy (a 4-byte pageable D2H took 86 us
- * against 9 us natively), and another thread's worst kernel launch during a
- * 256 MiB D2H loop reached 3.1 ms (each query takes the driver lock that
- * launches go through). Waiting in cudaEventSynchronize: 10 us for the 4-byte
- * D2H, and that thread's worst launch 0.28 ms (native 0.19-0.24 ms), the
- * copy loop's throughput unchanged. The wait holds no lock that a launch
- * needs once the kernel's module is loaded. */
 US_HOT cudaError_t us_pipe_copy_chunk(const struct us_pipe *p, void *dst, const void *src, size_t bytes,
                                       enum cudaMemcpyKind kind)
 {
@@ -304,6 +294,17 @@ US_HOT cudaError_t us_pipe_record(const struct us_pipe *p, cudaEvent_t event)
     return p->real->cudaEventRecord(event, p->stream);
 }
 
+/* cudaEventSynchronize (cuEventSynchronize where p->drv is set), not a
+ * polling loop. Measured on an H100 (driver 580, CUDA 13.0,
+ * tools/bench/smallcopy.sh and case C's launch_latency):
+ * polling cudaEventQuery with nanosleep between queries added the sleep's
+ * timer slack (50 us) to every small copy (a 4-byte pageable D2H took 86 us
+ * against 9 us natively), and another thread's worst kernel launch during a
+ * 256 MiB D2H loop reached 3.1 ms (each query takes the driver lock that
+ * launches go through). Waiting in cudaEventSynchronize: 10 us for the 4-byte
+ * D2H, and that thread's worst launch 0.28 ms (native 0.19-0.24 ms), the
+ * copy loop's throughput unchanged. The wait holds no lock that a launch
+ * needs once the kernel's module is loaded. */
 US_HOT cudaError_t us_pipe_wait(const struct us_pipe *p, cudaEvent_t event)
 {
     cudaError_t err = p->drv != NULL && p->drv->cuEventSynchronize((CUevent)event) == CUDA_SUCCESS

@@ -3,12 +3,13 @@
  * program where the copy waits for work another thread must launch hangs:
  * seed 004).
  *
- * Chunks go device-to-pinned with cudaMemcpyAsync on the user stream
- * (stream order by construction), each followed by its slot's event; the host
- * waits for each chunk's event with us_pipe_wait (cudaEventSynchronize, see
- * pipeline_common.h), and copies it out with us_hostcopy while the next
- * `slots` chunks are in flight. The call returns with the data in place, as
- * native does. 3 calls per chunk.
+ * Chunks go device-to-pinned on the user stream (stream order by
+ * construction), each followed by its slot's event; the host waits for each
+ * chunk's event with us_pipe_wait, and copies it out with us_hostcopy while
+ * the next `slots` chunks are in flight. The call returns with the data in
+ * place, as native does. 3 calls per chunk: cuMemcpyDtoHAsync, cuEventRecord,
+ * cuEventSynchronize where the stream is in the current context, else the
+ * runtime's (pipeline_common.h).
  *
  * It runs with fewer slots than it wants while the grower thread adds the
  * rest (staging.h). With none ready (a process's first D2H), it goes native
