@@ -4,8 +4,10 @@
  * mode, may be announced (findings_warn.c); strict mode is
  * findings_strict.c, the report findings_collect.c.
  *
- * This is the finding path, not the pass-through path: it takes a mutex and
- * may allocate, but only within fixed bounds (the rows, then one "other
+ * A finding at a (rule, site) the thread met before is added without a lock
+ * (findings_rows.h): most copies repeat, and each has a finding or two (a
+ * pageable copy's rule, legacy_stream). At a new one the path takes a mutex
+ * and may allocate, but only within fixed bounds (the rows, then one "other
  * sites" row per rule; rings of fixed size). Symbolizing (dladdr) happens
  * outside the lock, only for a warn line, a strict-mode message, an
  * allow-list pattern or the report. */
@@ -30,7 +32,7 @@ void us_findings_prepare_thread(void)
     (void)us_findings_thread_id();
 }
 
-/* The finding on the timeline. Called with the lock held. */
+/* The finding on the timeline. */
 US_HOT static void push_event(const struct us_findings_row *row, const struct us_finding *f, int tid)
 {
     us_findings_event_push(&(struct us_report_event){
@@ -58,9 +60,23 @@ US_HOT void us_findings_record_call(const struct us_finding *f, int count, const
         return;
     uint64_t hash = us_callsite_hash(site);
     int tid = us_findings_thread_id();
+
+    /* rows this thread met: no lock */
+    struct us_findings_row *known[US_FINDINGS_PER_CALL_MAX];
+    int k = 0;
+    while (k < count && (unsigned)f[k].rule < US_RULE_COUNT &&
+           (known[k] = us_findings_row_known(f[k].rule, hash, NULL)) != NULL)
+        k++;
+    if (k == count) {
+        for (int i = 0; i < count; i++) {
+            us_findings_row_add(known[i], &f[i]);
+            push_event(known[i], &f[i], tid);
+        }
+        return;
+    }
+
     bool announce[US_FINDINGS_PER_CALL_MAX] = { false };
     uint64_t skipped[US_FINDINGS_PER_CALL_MAX] = { 0 };
-
     us_findings_lock();
     for (int i = 0; i < count; i++) {
         if ((unsigned)f[i].rule >= US_RULE_COUNT)
@@ -68,6 +84,7 @@ US_HOT void us_findings_record_call(const struct us_finding *f, int count, const
         struct us_findings_row *row = us_findings_row_get(f[i].rule, hash, site, f[i].api);
         bool first = us_findings_row_add(row, &f[i]);
         push_event(row, &f[i], tid);
+        us_findings_row_learn(row, f[i].rule, hash, NULL);
         if (first && !row->r.other && cfg->mode == US_MODE_WARN)
             announce[i] = us_findings_warn_due(f[i].rule, (uint64_t)cfg->warn_interval_ms * 1000000u, &skipped[i]);
     }
@@ -88,10 +105,17 @@ US_HOT void us_findings_record_unlocated(const struct us_finding *f)
     if (f == NULL || (unsigned)f->rule >= US_RULE_COUNT || us_config()->mode == US_MODE_OFF)
         return;
     int tid = us_findings_thread_id();
+    struct us_findings_row *row = us_findings_row_known(f->rule, 0, f->api);
+    if (row != NULL) {
+        us_findings_row_add(row, f);
+        push_event(row, f, tid);
+        return;
+    }
     us_findings_lock();
-    struct us_findings_row *row = us_findings_row_unlocated(f->rule, f->api);
+    row = us_findings_row_unlocated(f->rule, f->api);
     us_findings_row_add(row, f);
     push_event(row, f, tid);
+    us_findings_row_learn(row, f->rule, 0, f->api);
     us_findings_unlock();
 }
 

@@ -95,7 +95,7 @@ struct us_report *us_findings_collect(void)
         goto fail;
     }
     r->row_count = us_findings_rows_copy(r->rows);
-    r->event_count = us_findings_events_copy(r->events);
+    r->event_count = us_findings_events_copy(r->events, ev, &events_dropped);
     r->events_dropped = events_dropped;
     us_findings_unlock();
 

@@ -14,8 +14,17 @@
 #define EVENTS_MAX US_FINDINGS_EVENTS_MAX
 #define SPANS_MAX US_FINDINGS_SPANS_MAX
 
-static struct us_report_event *events; /* ring, allocated at first use; under us_findings_lock */
-static uint64_t event_total;
+/* An event and the number it was pushed as, plus one (0: never written, or
+ * being written): the report copies only slots whose number is the one it
+ * expects, before and after the copy, so that it never takes an event a
+ * thread is writing or has overwritten meanwhile. */
+struct event_slot {
+    struct us_report_event event;
+    uint64_t seq;
+};
+
+static struct event_slot *events; /* ring, allocated at load (a reset unmaps it) */
+static uint64_t event_total;      /* atomic: events pushed so far */
 
 static pthread_mutex_t span_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct us_report_span *spans;
@@ -48,11 +57,12 @@ US_HOT int us_findings_thread_id(void)
 }
 
 /* Both rings are made at load: the first rewritten copy of a process must
- * not pay for a ring of its own. After a reset, on first use. */
+ * not pay for a ring of its own. After a reset, on first use (tests: no
+ * other thread records meanwhile). */
 static void events_prepare(void)
 {
-    if (events == NULL)
-        events = ring_map(EVENTS_MAX, sizeof *events);
+    if (__atomic_load_n(&events, __ATOMIC_ACQUIRE) == NULL)
+        __atomic_store_n(&events, ring_map(EVENTS_MAX, sizeof *events), __ATOMIC_RELEASE);
 }
 
 /* Under span_lock. */
@@ -70,30 +80,62 @@ void us_findings_rings_prepare(void)
     pthread_mutex_unlock(&span_lock);
 }
 
+/* An event's fields one by one, the slot's side atomically: the report may
+ * read a slot while a thread writes it (and then drops it, by its number). */
+#define EVENT_FIELDS(X) X(row) X(rule) X(fixed) X(stream_kind) X(tid) X(src_device) X(dst_device) X(stream) \
+    X(context) X(start_ns) X(held_ns) X(bytes)
+#define EV_STORE(field) __atomic_store_n(&slot->field, event->field, __ATOMIC_RELAXED);
+#define EV_LOAD(field) out->field = __atomic_load_n(&slot->field, __ATOMIC_RELAXED);
+
+static inline void event_store(struct us_report_event *slot, const struct us_report_event *event)
+{
+    EVENT_FIELDS(EV_STORE)
+}
+
+static inline void event_load(struct us_report_event *out, const struct us_report_event *slot)
+{
+    EVENT_FIELDS(EV_LOAD)
+}
+
 US_HOT void us_findings_event_push(const struct us_report_event *event)
 {
     events_prepare();
-    if (events != NULL) {
-        events[event_total % EVENTS_MAX] = *event;
-        event_total++;
-    }
+    struct event_slot *ring = __atomic_load_n(&events, __ATOMIC_ACQUIRE);
+    if (ring == NULL)
+        return;
+    uint64_t k = __atomic_fetch_add(&event_total, 1, __ATOMIC_RELAXED);
+    struct event_slot *slot = &ring[k % EVENTS_MAX];
+    __atomic_store_n(&slot->seq, 0, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_RELEASE); /* the 0 is seen before any field changes */
+    event_store(&slot->event, event);
+    __atomic_store_n(&slot->seq, k + 1, __ATOMIC_RELEASE);
 }
 
 size_t us_findings_events_held(uint64_t *dropped)
 {
-    size_t ev = event_total < EVENTS_MAX ? (size_t)event_total : EVENTS_MAX;
-    *dropped = event_total - ev;
+    uint64_t total = __atomic_load_n(&event_total, __ATOMIC_RELAXED);
+    size_t ev = total < EVENTS_MAX ? (size_t)total : EVENTS_MAX;
+    *dropped = total - ev;
     return ev;
 }
 
-size_t us_findings_events_copy(struct us_report_event *out)
+size_t us_findings_events_copy(struct us_report_event *out, size_t cap, uint64_t *dropped)
 {
-    uint64_t dropped;
-    size_t ev = us_findings_events_held(&dropped);
+    struct event_slot *ring = __atomic_load_n(&events, __ATOMIC_ACQUIRE);
+    uint64_t total = __atomic_load_n(&event_total, __ATOMIC_ACQUIRE);
     size_t n = 0;
-    if (events != NULL)
-        for (uint64_t k = event_total - ev; k < event_total; k++)
-            out[n++] = events[k % EVENTS_MAX];
+    uint64_t from = total > cap ? total - cap : 0;
+    if (ring != NULL)
+        for (uint64_t k = from; k < total; k++) {
+            const struct event_slot *slot = &ring[k % EVENTS_MAX];
+            if (__atomic_load_n(&slot->seq, __ATOMIC_ACQUIRE) != k + 1)
+                continue; /* being written, or already overwritten */
+            event_load(&out[n], &slot->event);
+            __atomic_thread_fence(__ATOMIC_ACQUIRE); /* the copy is read before the number again */
+            if (__atomic_load_n(&slot->seq, __ATOMIC_RELAXED) == k + 1)
+                n++;
+        }
+    *dropped = total - n;
     return n;
 }
 
@@ -133,8 +175,8 @@ bool us_findings_spans_copy(struct us_report *r)
 void us_findings_events_reset(void)
 {
     ring_unmap(events, EVENTS_MAX, sizeof *events);
-    events = NULL;
-    event_total = 0;
+    __atomic_store_n(&events, NULL, __ATOMIC_RELEASE);
+    __atomic_store_n(&event_total, 0, __ATOMIC_RELAXED);
 }
 
 void us_findings_spans_reset(void)

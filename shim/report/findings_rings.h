@@ -22,14 +22,18 @@ int us_findings_thread_id(void);
  * Not thread-safe: called before any finding can be recorded. */
 void us_findings_rings_prepare(void);
 
-/* The event ring is guarded by the rows' lock (findings_rows.h: an event
- * names its row by id): these three are called with us_findings_lock held. */
+/* The event ring takes pushes from any thread without a lock (an atomic
+ * count numbers them). The report copies it with us_findings_lock held, as
+ * it copies the rows (findings_rows.h: an event names its row by id, and no
+ * row is made meanwhile). */
 void us_findings_event_push(const struct us_report_event *event);
 /* The events held (at most US_FINDINGS_EVENTS_MAX) and, in *dropped, how
  * many older ones the ring let go. */
 size_t us_findings_events_held(uint64_t *dropped);
-/* Copies the events held into out, oldest first; returns how many. */
-size_t us_findings_events_copy(struct us_report_event *out);
+/* Copies the latest events held, at most cap, into out, oldest first;
+ * returns how many, and in *dropped how many pushed events it did not copy
+ * (let go, or being written by another thread then). */
+size_t us_findings_events_copy(struct us_report_event *out, size_t cap, uint64_t *dropped);
 
 /* A pipeline span for the timeline (tools/unstall-report --trace). Nothing in
  * mode off. The span ring has a lock of its own. `name` must live as long as
@@ -42,7 +46,8 @@ void us_findings_span(const char *name, int device, uint64_t start_ns, uint64_t 
  * spans_dropped set). False when memory is short. */
 bool us_findings_spans_copy(struct us_report *r);
 
-/* Tests: forget every event (called with us_findings_lock held) and span. */
+/* Tests: forget every event (called with us_findings_lock held, while no
+ * other thread records a finding) and span. */
 void us_findings_events_reset(void);
 void us_findings_spans_reset(void);
 

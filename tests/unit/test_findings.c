@@ -6,6 +6,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -27,6 +28,7 @@
 #include "callsite.h"
 #include "config.h"
 #include "findings.h"
+#include "findings_rows.h"
 #include "watch.h"
 #include "log.h"
 #include "report.h"
@@ -381,11 +383,18 @@ static void test_findings_spans_recorded(void **state)
 #define THREADS 8
 #define PER_THREAD 5000
 
+/* Each thread's findings take held times 1..PER_THREAD plus a tenth of the
+ * thread's index, so the sums and the largest are known. */
+struct many_arg {
+    const struct us_site *site;
+    uint64_t offset;
+};
+
 static void *record_many(void *arg)
 {
-    const struct us_site *site = arg;
-    for (int i = 0; i < PER_THREAD; i++)
-        record(US_RULE_pageable_d2h, site, 1, 1, false);
+    const struct many_arg *m = arg;
+    for (int i = 1; i <= PER_THREAD; i++)
+        record(US_RULE_pageable_d2h, m->site, 1, (uint64_t)i * 10 + m->offset, (i & 1) != 0);
     return NULL;
 }
 
@@ -394,14 +403,106 @@ static void test_findings_threads_aggregate(void **state)
     (void)state;
     struct us_site a = site_at(0x1000);
     pthread_t t[THREADS];
-    for (int i = 0; i < THREADS; i++)
-        assert_int_equal(pthread_create(&t[i], NULL, record_many, &a), 0);
+    struct many_arg arg[THREADS];
+    for (int i = 0; i < THREADS; i++) {
+        arg[i] = (struct many_arg){.site = &a, .offset = (uint64_t)i};
+        assert_int_equal(pthread_create(&t[i], NULL, record_many, &arg[i]), 0);
+    }
     for (int i = 0; i < THREADS; i++)
         pthread_join(t[i], NULL);
     struct us_report *r = us_findings_collect();
     assert_int_equal(r->row_count, 1);
-    assert_int_equal(r->rows[0].count, THREADS * PER_THREAD);
-    assert_int_equal(r->rows[0].bytes, THREADS * PER_THREAD);
+    const uint64_t n = (uint64_t)THREADS * PER_THREAD;
+    assert_int_equal(r->rows[0].count, n);
+    assert_int_equal(r->rows[0].bytes, n);
+    assert_int_equal(r->rows[0].fixed, n / 2);
+    assert_int_equal(r->rows[0].observed, n / 2);
+    /* sum over threads of sum(10 i + offset) */
+    uint64_t total = 0;
+    for (uint64_t k = 0; k < THREADS; k++)
+        total += 10 * (uint64_t)PER_THREAD * (PER_THREAD + 1) / 2 + k * PER_THREAD;
+    assert_int_equal(r->rows[0].total_ns, total);
+    assert_int_equal(r->rows[0].max_ns, (uint64_t)PER_THREAD * 10 + THREADS - 1);
+    /* every finding is on the timeline or counted as let go */
+    assert_int_equal(r->event_count, EVENTS_MAX);
+    assert_int_equal(r->event_count + r->events_dropped, n);
+    for (size_t i = 0; i < r->event_count; i++)
+        assert_int_equal(r->events[i].row, 0);
+    us_report_free(r);
+}
+
+/* A thread adds to a row it met before without the rows' lock: it records
+ * while another thread holds it. */
+struct twice_arg {
+    struct us_site site;
+    bool learnt; /* set by the recording thread, cleared by the one that took the lock */
+};
+
+static void *record_twice(void *arg)
+{
+    struct twice_arg *a = arg;
+    record(US_RULE_pageable_h2d, &a->site, 4, 1, false);
+    __atomic_store_n(&a->learnt, true, __ATOMIC_RELEASE);
+    while (__atomic_load_n(&a->learnt, __ATOMIC_ACQUIRE))
+        sched_yield();
+    record(US_RULE_pageable_h2d, &a->site, 4, 1, false);
+    struct us_finding f = finding(US_RULE_explicit_sync, 0, 1, false);
+    us_findings_record_unlocated(&f); /* a row it has not met: waits for the lock */
+    return NULL;
+}
+
+/* The pageable_h2d row's count as the report reads it. Lock held. */
+static uint64_t h2d_count_locked(void)
+{
+    size_t n = us_findings_rows_held();
+    struct us_report_row *rows = calloc(n + 1, sizeof *rows);
+    assert_non_null(rows);
+    size_t got = us_findings_rows_copy(rows);
+    uint64_t count = 0;
+    for (size_t k = 0; k < got; k++)
+        if (rows[k].rule == US_RULE_pageable_h2d)
+            count = rows[k].count;
+    free(rows);
+    return count;
+}
+
+static void test_findings_known_row_takes_no_lock(void **state)
+{
+    (void)state;
+    struct twice_arg arg = {.site = site_at(0x7000)};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, record_twice, &arg), 0);
+    while (!__atomic_load_n(&arg.learnt, __ATOMIC_ACQUIRE))
+        sched_yield();
+    us_findings_lock();
+    __atomic_store_n(&arg.learnt, false, __ATOMIC_RELEASE);
+    uint64_t count = 0;
+    for (int ms = 0; ms < 2000 && (count = h2d_count_locked()) < 2; ms++) /* the second, added meanwhile */
+        usleep(1000);
+    us_findings_unlock();
+    pthread_join(t, NULL);
+    assert_int_equal(count, 2);
+    struct us_report *r = us_findings_collect();
+    assert_int_equal(r->row_count, 2); /* and the unlocated one, once the lock was free */
+    us_report_free(r);
+}
+
+/* A reset frees the rows: a thread's remembered ones are forgotten with them. */
+static void test_findings_reset_forgets_known_rows(void **state)
+{
+    (void)state;
+    struct us_site a = site_at(0x9000);
+    record(US_RULE_sync_memcpy, &a, 8, 5, false);
+    record(US_RULE_sync_memcpy, &a, 8, 5, false);
+    us_findings_reset();
+    struct us_finding f = finding(US_RULE_sync_memcpy, 8, 7, false);
+    f.start_ns = 4242;
+    us_findings_record(&f, &a);
+    struct us_report *r = us_findings_collect();
+    assert_int_equal(r->row_count, 1);
+    assert_int_equal(r->rows[0].count, 1);
+    assert_int_equal(r->rows[0].first_ns, 4242); /* a new row's first finding */
+    assert_int_equal(r->event_count, 1);
     us_report_free(r);
 }
 
@@ -984,6 +1085,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_findings_rings_take_no_page_fault, setup, teardown),
         cmocka_unit_test_setup_teardown(test_findings_spans_recorded, setup, teardown),
         cmocka_unit_test_setup_teardown(test_findings_threads_aggregate, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_findings_known_row_takes_no_lock, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_findings_reset_forgets_known_rows, setup, teardown),
         cmocka_unit_test_setup_teardown(test_findings_real_capture_aggregates, setup, teardown),
         cmocka_unit_test_setup_teardown(test_findings_warn_line_format, setup, teardown),
         cmocka_unit_test_setup_teardown(test_findings_warn_once_per_new_site, setup, teardown),
