@@ -34,8 +34,7 @@ struct us_report_row {
     struct us_site site;
 };
 
-/* One finding, for the timeline (findings_rings.c's EVENT_FIELDS names every
- * field: a slot is written and read field by field). */
+/* One finding, for the timeline. */
 struct us_report_event {
     uint32_t row;         /* in a snapshot: index into rows; while recording: row id */
     enum us_rule_id rule;
