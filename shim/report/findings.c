@@ -4,9 +4,9 @@
  * mode, may be announced (findings_warn.c); strict mode is
  * findings_strict.c, the report findings_collect.c.
  *
- * A finding at a (rule, site) the thread met before is added without a lock
- * (findings_rows.h): most copies repeat, and each has a finding or two (a
- * pageable copy's rule, legacy_stream). At a new one the path takes a mutex
+ * A finding at a (rule, site) the thread met before is counted in the
+ * thread's own memory, without a lock (findings_local.h): most copies
+ * repeat, and each has a finding or two. At a new one the path takes a mutex
  * and may allocate, but only within fixed bounds (the rows, then one "other
  * sites" row per rule; rings of fixed size). Symbolizing (dladdr) happens
  * outside the lock, only for a warn line, a strict-mode message, an
@@ -16,6 +16,7 @@
 #include "findings_rings.h"
 
 #include "config.h"
+#include "findings_local.h"
 #include "findings_rows.h"
 #include "findings_warn.h"
 
@@ -32,11 +33,11 @@ void us_findings_prepare_thread(void)
     (void)us_findings_thread_id();
 }
 
-/* The finding on the timeline. */
-US_HOT static void push_event(const struct us_findings_row *row, const struct us_finding *f, int tid)
+/* The finding on the timeline, its row's id given. */
+US_HOT static void push_event(uint32_t row_id, const struct us_finding *f, int tid)
 {
     us_findings_event_push(&(struct us_report_event){
-        .row = row->r.id,
+        .row = row_id,
         .rule = f->rule,
         .fixed = f->fixed,
         .stream_kind = f->stream_kind,
@@ -61,16 +62,16 @@ US_HOT void us_findings_record_call(const struct us_finding *f, int count, const
     uint64_t hash = us_callsite_hash(site);
     int tid = us_findings_thread_id();
 
-    /* rows this thread met: no lock */
-    struct us_findings_row *known[US_FINDINGS_PER_CALL_MAX];
+    /* rows this thread met: counted in its own memory, no lock */
+    struct us_findings_local *known[US_FINDINGS_PER_CALL_MAX];
     int k = 0;
     while (k < count && (unsigned)f[k].rule < US_RULE_COUNT &&
-           (known[k] = us_findings_row_known(f[k].rule, hash, NULL)) != NULL)
+           (known[k] = us_findings_local_find(f[k].rule, hash, NULL)) != NULL)
         k++;
     if (k == count) {
         for (int i = 0; i < count; i++) {
-            us_findings_row_add(known[i], &f[i]);
-            push_event(known[i], &f[i], tid);
+            us_findings_local_add(known[i], &f[i]);
+            push_event(us_findings_local_row_id(known[i]), &f[i], tid);
         }
         return;
     }
@@ -83,8 +84,8 @@ US_HOT void us_findings_record_call(const struct us_finding *f, int count, const
             continue;
         struct us_findings_row *row = us_findings_row_get(f[i].rule, hash, site, f[i].api);
         bool first = us_findings_row_add(row, &f[i]);
-        push_event(row, &f[i], tid);
-        us_findings_row_learn(row, f[i].rule, hash, NULL);
+        push_event(row->r.id, &f[i], tid);
+        us_findings_local_learn(row, f[i].rule, hash, NULL);
         if (first && !row->r.other && cfg->mode == US_MODE_WARN)
             announce[i] = us_findings_warn_due(f[i].rule, (uint64_t)cfg->warn_interval_ms * 1000000u, &skipped[i]);
     }
@@ -105,17 +106,17 @@ US_HOT void us_findings_record_unlocated(const struct us_finding *f)
     if (f == NULL || (unsigned)f->rule >= US_RULE_COUNT || us_config()->mode == US_MODE_OFF)
         return;
     int tid = us_findings_thread_id();
-    struct us_findings_row *row = us_findings_row_known(f->rule, 0, f->api);
-    if (row != NULL) {
-        us_findings_row_add(row, f);
-        push_event(row, f, tid);
+    struct us_findings_local *known = us_findings_local_find(f->rule, 0, f->api);
+    if (known != NULL) {
+        us_findings_local_add(known, f);
+        push_event(us_findings_local_row_id(known), f, tid);
         return;
     }
     us_findings_lock();
-    row = us_findings_row_unlocated(f->rule, f->api);
+    struct us_findings_row *row = us_findings_row_unlocated(f->rule, f->api);
     us_findings_row_add(row, f);
-    push_event(row, f, tid);
-    us_findings_row_learn(row, f->rule, 0, f->api);
+    push_event(row->r.id, f, tid);
+    us_findings_local_learn(row, f->rule, 0, f->api);
     us_findings_unlock();
 }
 
@@ -123,6 +124,7 @@ void us_findings_reset(void)
 {
     us_findings_lock();
     us_findings_rows_reset();
+    us_findings_local_reset();
     us_findings_events_reset();
     us_findings_warn_reset();
     us_findings_unlock();

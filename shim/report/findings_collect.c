@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "findings_local.h"
 #include "findings_rings.h"
 #include "findings_rows.h"
 #include "log.h"
@@ -62,7 +63,7 @@ static const char *mode_name(int mode)
 struct us_report *us_findings_collect(void)
 {
     struct us_report *r = calloc(1, sizeof *r);
-    uint32_t *index = calloc(US_FINDINGS_SITES_MAX + US_RULE_COUNT, sizeof *index);
+    uint32_t *index = calloc(US_FINDINGS_ROW_IDS, sizeof *index);
     if (r == NULL || index == NULL)
         goto fail;
     r->pid = (long)getpid();
@@ -95,6 +96,7 @@ struct us_report *us_findings_collect(void)
         goto fail;
     }
     r->row_count = us_findings_rows_copy(r->rows);
+    us_findings_local_add_to(r->rows, r->row_count);
     r->event_count = us_findings_events_copy(r->events, ev, &events_dropped);
     r->events_dropped = events_dropped;
     us_findings_unlock();
@@ -104,10 +106,10 @@ struct us_report *us_findings_collect(void)
 
     us_report_sort(r->rows, r->row_count);
     for (size_t i = 0; i < r->row_count; i++)
-        if (r->rows[i].id < US_FINDINGS_SITES_MAX + US_RULE_COUNT)
+        if (r->rows[i].id < US_FINDINGS_ROW_IDS)
             index[r->rows[i].id] = (uint32_t)i;
     for (size_t i = 0; i < r->event_count; i++)
-        r->events[i].row = r->events[i].row < US_FINDINGS_SITES_MAX + US_RULE_COUNT ? index[r->events[i].row] : 0;
+        r->events[i].row = r->events[i].row < US_FINDINGS_ROW_IDS ? index[r->events[i].row] : 0;
     free(index);
     return r;
 

@@ -4,7 +4,6 @@
 #include "hot.h"
 
 #include <pthread.h>
-#include <sched.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -15,12 +14,14 @@
 #define EVENTS_MAX US_FINDINGS_EVENTS_MAX
 #define SPANS_MAX US_FINDINGS_SPANS_MAX
 
-/* An event and its number in the ring: a slot holds the event pushed as
- * number seq - 1 (0: none yet). SLOT_BUSY is a lock of the slot's own, held
- * while one thread writes the event or the report copies it: the writers of
- * two events one ring apart (a writer the ring lapped) never mix their
- * fields, and the older one leaves the newer one in place. */
-#define SLOT_BUSY (1ull << 63)
+/* An event and its number in the ring: the slot holds the event pushed as
+ * number seq - 1 (0: none, or one being written). The writer zeroes seq,
+ * writes the fields and sets seq, the fields with release stores (plain
+ * moves on x86-64) so that no field is seen changed before the zero; the
+ * report reads seq, the fields with acquire loads, and seq again, and keeps
+ * the event only if both said its number. A writer the ring lapped (10000
+ * events pushed while it wrote one) may leave its older event in the slot:
+ * the report then counts the newer one as let go. */
 struct event_slot {
     struct us_report_event event;
     uint64_t seq;
@@ -83,31 +84,20 @@ void us_findings_rings_prepare(void)
     pthread_mutex_unlock(&span_lock);
 }
 
-/* Takes a slot's lock; false (and not taken) when want says no to what the
- * slot holds. Spins only while another thread writes or copies this one
- * slot, one event. */
-static bool slot_lock(struct event_slot *slot, bool (*want)(uint64_t seq, uint64_t k), uint64_t k, uint64_t *seq)
+#define EVENT_FIELDS(X) X(row) X(rule) X(fixed) X(stream_kind) X(tid) X(src_device) X(dst_device) X(stream) \
+    X(context) X(start_ns) X(held_ns) X(bytes)
+#define EV_STORE(field) __atomic_store_n(&slot->field, event->field, __ATOMIC_RELEASE);
+#define EV_LOAD(field) out->field = __atomic_load_n(&slot->field, __ATOMIC_ACQUIRE);
+
+static inline void event_store(struct us_report_event *slot, const struct us_report_event *event)
 {
-    for (unsigned spins = 0;; spins++) {
-        uint64_t s = __atomic_load_n(&slot->seq, __ATOMIC_RELAXED);
-        if (s & SLOT_BUSY) {
-            if (spins > 64)
-                sched_yield();
-            continue;
-        }
-        if (!want(s, k))
-            return false;
-        if (__atomic_compare_exchange_n(&slot->seq, &s, s | SLOT_BUSY, false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
-            *seq = s;
-            return true;
-        }
-    }
+    EVENT_FIELDS(EV_STORE)
 }
 
-/* A writer of event k: not over a newer one. */
-static bool older(uint64_t seq, uint64_t k) { return seq < k + 1; }
-/* The report, after event k: only that one. */
-static bool exactly(uint64_t seq, uint64_t k) { return seq == k + 1; }
+static inline void event_load(struct us_report_event *out, const struct us_report_event *slot)
+{
+    EVENT_FIELDS(EV_LOAD)
+}
 
 US_HOT void us_findings_event_push(const struct us_report_event *event)
 {
@@ -117,10 +107,8 @@ US_HOT void us_findings_event_push(const struct us_report_event *event)
         return;
     uint64_t k = __atomic_fetch_add(&event_total, 1, __ATOMIC_RELAXED);
     struct event_slot *slot = &ring[k % EVENTS_MAX];
-    uint64_t held;
-    if (!slot_lock(slot, older, k, &held))
-        return; /* lapped: a newer event is there already */
-    slot->event = *event;
+    __atomic_store_n(&slot->seq, 0, __ATOMIC_RELAXED);
+    event_store(&slot->event, event);
     __atomic_store_n(&slot->seq, k + 1, __ATOMIC_RELEASE);
 }
 
@@ -140,12 +128,12 @@ size_t us_findings_events_copy(struct us_report_event *out, size_t cap, uint64_t
     uint64_t from = total > cap ? total - cap : 0;
     if (ring != NULL)
         for (uint64_t k = from; k < total; k++) {
-            struct event_slot *slot = &ring[k % EVENTS_MAX];
-            uint64_t held;
-            if (!slot_lock(slot, exactly, k, &held))
-                continue; /* being written (its number taken, not yet its slot), or overwritten */
-            out[n++] = slot->event;
-            __atomic_store_n(&slot->seq, held, __ATOMIC_RELEASE);
+            const struct event_slot *slot = &ring[k % EVENTS_MAX];
+            if (__atomic_load_n(&slot->seq, __ATOMIC_ACQUIRE) != k + 1)
+                continue; /* being written, or overwritten */
+            event_load(&out[n], &slot->event);
+            if (__atomic_load_n(&slot->seq, __ATOMIC_RELAXED) == k + 1) /* after the acquire loads */
+                n++;
         }
     *dropped = total - n;
     return n;

@@ -22,8 +22,8 @@ int us_findings_thread_id(void);
  * Not thread-safe: called before any finding can be recorded. */
 void us_findings_rings_prepare(void);
 
-/* The event ring takes pushes from any thread without a shared lock (an
- * atomic count numbers them; each slot has a lock of its own). The report copies it with us_findings_lock held, as
+/* The event ring takes pushes from any thread without a lock (an atomic
+ * count numbers them). The report copies it with us_findings_lock held, as
  * it copies the rows (findings_rows.h: an event names its row by id, and no
  * row is made meanwhile). */
 void us_findings_event_push(const struct us_report_event *event);

@@ -74,115 +74,31 @@ US_HOT struct us_findings_row *us_findings_row_unlocated(enum us_rule_id rule, c
     return row;
 }
 
-/* The counters are updated with atomic operations: a thread adds to a row it
- * met before without the lock (us_findings_row_known), another under it. */
-#define ROW_ADD(field, value) __atomic_fetch_add(&(field), (value), __ATOMIC_RELAXED)
-#define ROW_LOAD(field) __atomic_load_n(&(field), __ATOMIC_RELAXED)
-
-/* Sets `bits` in *word; a bit already set (the common case) costs a load. */
-#define ROW_OR(word, bits)                                                                                          \
-    do {                                                                                                            \
-        if ((ROW_LOAD(word) & (bits)) != (bits))                                                                    \
-            __atomic_fetch_or(&(word), (bits), __ATOMIC_RELAXED);                                                   \
-    } while (0)
-
 US_HOT bool us_findings_row_add(struct us_findings_row *row, const struct us_finding *f)
 {
     struct us_report_row *r = &row->r;
-    bool first = ROW_ADD(r->count, 1) == 0;
-    ROW_ADD(r->bytes, f->bytes);
-    ROW_ADD(r->total_ns, f->held_ns);
-    uint64_t max = ROW_LOAD(r->max_ns);
-    while (f->held_ns > max &&
-           !__atomic_compare_exchange_n(&r->max_ns, &max, f->held_ns, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
-        ;
+    bool first = r->count == 0;
+    r->count++;
+    r->bytes += f->bytes;
+    r->total_ns += f->held_ns;
+    if (f->held_ns > r->max_ns)
+        r->max_ns = f->held_ns;
     if (f->fixed)
-        ROW_ADD(r->fixed, 1);
+        r->fixed++;
     else
-        ROW_ADD(r->observed, 1);
+        r->observed++;
     if (first)
-        __atomic_store_n(&r->first_ns, f->start_ns, __ATOMIC_RELAXED);
-    __atomic_store_n(&r->last_ns, f->start_ns, __ATOMIC_RELAXED);
-    ROW_OR(r->stream_kinds, 1u << f->stream_kind);
+        r->first_ns = f->start_ns;
+    r->last_ns = f->start_ns;
+    r->stream_kinds |= 1u << f->stream_kind;
     if (f->src_device >= 0 && f->src_device < 64)
-        ROW_OR(r->devices, 1ull << f->src_device);
+        r->devices |= 1ull << f->src_device;
     if (f->dst_device >= 0 && f->dst_device < 64)
-        ROW_OR(r->devices, 1ull << f->dst_device);
+        r->devices |= 1ull << f->dst_device;
     return first;
 }
 
-/* The rows a thread met: (rule, site hash) or (rule, unlocated API) -> row,
- * in the thread's own memory, valid while rows_gen is the generation they
- * were learnt in (a reset frees the rows). Direct-mapped: a slot holds the
- * last key that fell in it. */
-#define KNOWN_SLOTS 16
-struct known_row {
-    uint64_t hash;
-    const char *unlocated_api;
-    struct us_findings_row *row;
-    uint32_t rule;
-    unsigned gen;
-};
-static _Thread_local struct known_row known_rows[KNOWN_SLOTS] __attribute__((tls_model("initial-exec")));
-static unsigned rows_gen = 1; /* atomic: bumped by a reset, under the lock */
-
-static inline unsigned known_slot(enum us_rule_id rule, uint64_t hash, const char *unlocated_api)
-{
-    uint64_t k = hash ^ (uint64_t)(uintptr_t)unlocated_api ^ ((uint64_t)rule * 0x9e3779b97f4a7c15ull);
-    return (unsigned)(k ^ (k >> 29)) % KNOWN_SLOTS;
-}
-
-US_HOT struct us_findings_row *us_findings_row_known(enum us_rule_id rule, uint64_t hash, const char *unlocated_api)
-{
-    const struct known_row *k = &known_rows[known_slot(rule, hash, unlocated_api)];
-    if (k->row == NULL || k->hash != hash || k->rule != (uint32_t)rule || k->unlocated_api != unlocated_api ||
-        k->gen != __atomic_load_n(&rows_gen, __ATOMIC_RELAXED))
-        return NULL;
-    return k->row;
-}
-
-US_HOT void us_findings_row_learn(struct us_findings_row *row, enum us_rule_id rule, uint64_t hash,
-                                  const char *unlocated_api)
-{
-    known_rows[known_slot(rule, hash, unlocated_api)] = (struct known_row){
-        .hash = hash,
-        .unlocated_api = unlocated_api,
-        .row = row,
-        .rule = (uint32_t)rule,
-        .gen = __atomic_load_n(&rows_gen, __ATOMIC_RELAXED),
-    };
-}
-
-static bool other_in_use(const struct us_findings_row *row)
-{
-    return ROW_LOAD(row->r.count) > 0 || row->r.forbidden > 0;
-}
-
-/* A row as it stands: its counters read one by one (a thread may be adding
- * to them without the lock), the rest as made under the lock. */
-static struct us_report_row snapshot(const struct us_report_row *r)
-{
-    struct us_report_row s = {
-        .id = r->id,
-        .rule = r->rule,
-        .api = r->api,
-        .other = r->other,
-        .unlocated = r->unlocated,
-        .count = ROW_LOAD(r->count),
-        .bytes = ROW_LOAD(r->bytes),
-        .total_ns = ROW_LOAD(r->total_ns),
-        .max_ns = ROW_LOAD(r->max_ns),
-        .fixed = ROW_LOAD(r->fixed),
-        .observed = ROW_LOAD(r->observed),
-        .forbidden = r->forbidden,
-        .first_ns = ROW_LOAD(r->first_ns),
-        .last_ns = ROW_LOAD(r->last_ns),
-        .stream_kinds = ROW_LOAD(r->stream_kinds),
-        .devices = ROW_LOAD(r->devices),
-    };
-    memcpy(&s.site, &r->site, sizeof s.site);
-    return s;
-}
+static bool other_in_use(const struct us_findings_row *row) { return row->r.count > 0 || row->r.forbidden > 0; }
 
 size_t us_findings_rows_held(void)
 {
@@ -190,7 +106,7 @@ size_t us_findings_rows_held(void)
     for (int i = 0; i < US_RULE_COUNT; i++) {
         n += other_in_use(&other_rows[i]);
         for (int k = 0; k < US_FINDINGS_UNLOCATED_APIS; k++)
-            n += ROW_LOAD(unlocated_rows[i][k].r.count) > 0;
+            n += unlocated_rows[i][k].r.count > 0;
     }
     return n;
 }
@@ -200,13 +116,13 @@ size_t us_findings_rows_copy(struct us_report_row *out)
     size_t n = 0;
     struct us_findings_row *row, *tmp;
     HASH_ITER(hh, rows, row, tmp)
-        out[n++] = snapshot(&row->r);
+        out[n++] = row->r;
     for (int i = 0; i < US_RULE_COUNT; i++) {
         if (other_in_use(&other_rows[i]))
-            out[n++] = snapshot(&other_rows[i].r);
+            out[n++] = other_rows[i].r;
         for (int k = 0; k < US_FINDINGS_UNLOCATED_APIS; k++)
-            if (ROW_LOAD(unlocated_rows[i][k].r.count) > 0)
-                out[n++] = snapshot(&unlocated_rows[i][k].r);
+            if (unlocated_rows[i][k].r.count > 0)
+                out[n++] = unlocated_rows[i][k].r;
     }
     return n;
 }
@@ -220,7 +136,6 @@ void us_findings_rows_reset(void)
             free(row);
     }
     row_count = 0;
-    __atomic_fetch_add(&rows_gen, 1, __ATOMIC_RELAXED);
     memset(first_rows, 0, sizeof first_rows);
     memset(other_rows, 0, sizeof other_rows);
     memset(unlocated_rows, 0, sizeof unlocated_rows);

@@ -1,15 +1,11 @@
 /* findings_rows.h - findings aggregated per (rule, call site).
  *
  * One row per (rule, site) up to US_FINDINGS_SITES_MAX rows, then one "other
- * sites" row per rule. Rows are made under one mutex, us_findings_lock(),
+ * sites" row per rule. The rows are behind one mutex, us_findings_lock(),
  * which the report holds while it copies them and the event ring
  * (findings_rings.h): an event names its row by id, and no row is made
- * meanwhile. A thread adds to a row it has met before without the lock: it
- * remembers the rows it met (us_findings_row_known), and a row's counters
- * are atomic. So the lock is taken at a (rule, site) the thread has not met,
- * not at a copy that repeats; before, every finding took it: about a third of
- * a small pass-through copy's own instructions, with the hash table's look-up
- * (callgrind on the simulated runtime, session 37). */
+ * meanwhile. A thread takes it at a (rule, site) it has not met: at one it
+ * met, it counts the finding in its own memory (findings_local.h). */
 #ifndef UNSTALL_FINDINGS_ROWS_H
 #define UNSTALL_FINDINGS_ROWS_H
 
@@ -24,6 +20,9 @@
 #include "rules.h"
 
 #define US_FINDINGS_SITES_MAX 4096 /* distinct (rule, site) rows; then "other sites" */
+#define US_FINDINGS_UNLOCATED_APIS 8
+/* Row ids: the sites' rows, the "other sites" rows, the unlocated rows. */
+#define US_FINDINGS_ROW_IDS (US_FINDINGS_SITES_MAX + US_RULE_COUNT + US_RULE_COUNT * US_FINDINGS_UNLOCATED_APIS)
 
 struct us_findings_row_key {
     uint64_t hash;
@@ -51,34 +50,18 @@ struct us_findings_row *us_findings_row_get(enum us_rule_id rule, uint64_t hash,
  * option sync_site_min_us), one per (rule, api) for up to
  * US_FINDINGS_UNLOCATED_APIS APIs a rule, then the rule's first. Called with
  * the lock held. */
-#define US_FINDINGS_UNLOCATED_APIS 8
 struct us_findings_row *us_findings_row_unlocated(enum us_rule_id rule, const char *api);
 
 /* Add one finding to its row. True if it is the row's first finding (a row
- * made by strict mode has none yet). With the lock held, or without it for a
- * row us_findings_row_known gave. */
+ * made by strict mode has none yet). Called with the lock held. */
 bool us_findings_row_add(struct us_findings_row *row, const struct us_finding *f);
-
-/* The row of (rule, site hash), or with unlocated_api not NULL of (rule,
- * that API)'s unlocated row, when the calling thread learnt it
- * (us_findings_row_learn) since the last reset; else NULL. No lock. A thread
- * remembers the last 16 or so keys it met (one per slot of its own table). */
-struct us_findings_row *us_findings_row_known(enum us_rule_id rule, uint64_t hash, const char *unlocated_api);
-
-/* The calling thread remembers row as that of (rule, hash) or (rule,
- * unlocated_api). Called with the lock held, after the row's first finding
- * was added: a row it gives is never a first, whose finding warn mode
- * announces. */
-void us_findings_row_learn(struct us_findings_row *row, enum us_rule_id rule, uint64_t hash,
-                           const char *unlocated_api);
 
 /* The rows in use, "other sites" rows with findings included, and a copy of
  * them into out (that many). Called with the lock held. */
 size_t us_findings_rows_held(void);
 size_t us_findings_rows_copy(struct us_report_row *out);
 
-/* Tests: forget every row, and what every thread learnt of them. Called
- * with the lock held, while no other thread records a finding. */
+/* Tests: forget every row. Called with the lock held. */
 void us_findings_rows_reset(void);
 
 #endif
