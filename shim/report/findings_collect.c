@@ -87,8 +87,7 @@ struct us_report *us_findings_collect(void)
 
     us_findings_lock();
     size_t n = us_findings_rows_held();
-    uint64_t events_dropped;
-    size_t ev = us_findings_events_held(&events_dropped);
+    size_t ev = us_findings_events_held();
     r->rows = calloc(n > 0 ? n : 1, sizeof *r->rows);
     r->events = calloc(ev > 0 ? ev : 1, sizeof *r->events);
     if (r->rows == NULL || r->events == NULL) {
@@ -97,8 +96,7 @@ struct us_report *us_findings_collect(void)
     }
     r->row_count = us_findings_rows_copy(r->rows);
     us_findings_local_add_to(r->rows, r->row_count);
-    r->event_count = us_findings_events_copy(r->events, ev, &events_dropped);
-    r->events_dropped = events_dropped;
+    r->event_count = us_findings_events_copy(r->events, ev, &r->events_dropped);
     us_findings_unlock();
 
     if (!us_findings_spans_copy(r))

@@ -112,12 +112,10 @@ US_HOT void us_findings_event_push(const struct us_report_event *event)
     __atomic_store_n(&slot->seq, k + 1, __ATOMIC_RELEASE);
 }
 
-size_t us_findings_events_held(uint64_t *dropped)
+size_t us_findings_events_held(void)
 {
     uint64_t total = __atomic_load_n(&event_total, __ATOMIC_RELAXED);
-    size_t ev = total < EVENTS_MAX ? (size_t)total : EVENTS_MAX;
-    *dropped = total - ev;
-    return ev;
+    return total < EVENTS_MAX ? (size_t)total : EVENTS_MAX;
 }
 
 size_t us_findings_events_copy(struct us_report_event *out, size_t cap, uint64_t *dropped)

@@ -27,9 +27,8 @@ void us_findings_rings_prepare(void);
  * it copies the rows (findings_rows.h: an event names its row by id, and no
  * row is made meanwhile). */
 void us_findings_event_push(const struct us_report_event *event);
-/* The events held (at most US_FINDINGS_EVENTS_MAX) and, in *dropped, how
- * many older ones the ring let go. */
-size_t us_findings_events_held(uint64_t *dropped);
+/* The events held (at most US_FINDINGS_EVENTS_MAX). */
+size_t us_findings_events_held(void);
 /* Copies the latest events held, at most cap, into out, oldest first;
  * returns how many, and in *dropped how many pushed events it did not copy
  * (let go, or being written by another thread then). */

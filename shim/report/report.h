@@ -74,7 +74,7 @@ struct us_report {
     size_t row_count;
     struct us_report_event *events; /* oldest first */
     size_t event_count;
-    uint64_t events_dropped; /* older events overwritten in the ring */
+    uint64_t events_dropped; /* events not copied: older ones overwritten in the ring, or being written then */
     struct us_report_span *spans;
     size_t span_count;
     uint64_t spans_dropped;
