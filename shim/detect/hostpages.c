@@ -30,6 +30,7 @@ struct remembered {
 
 static _Atomic uint64_t generation = 1; /* never 0, an empty slot's */
 static _Thread_local struct remembered pages[SLOTS] __attribute__((tls_model("initial-exec")));
+static _Thread_local unsigned own_mappings __attribute__((tls_model("initial-exec")));
 
 static inline struct remembered *slot_of(uintptr_t page)
 {
@@ -66,5 +67,16 @@ void us_hostpages_forget(const void *ptr)
 
 void us_hostpages_mapping_changed(void)
 {
-    atomic_fetch_add_explicit(&generation, 1, memory_order_acq_rel);
+    if (own_mappings == 0)
+        atomic_fetch_add_explicit(&generation, 1, memory_order_acq_rel);
+}
+
+void us_hostpages_own_mapping_begin(void)
+{
+    own_mappings++;
+}
+
+void us_hostpages_own_mapping_end(void)
+{
+    own_mappings--;
 }

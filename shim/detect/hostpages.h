@@ -37,7 +37,21 @@ void us_hostpages_learn_pageable(const void *ptr, uint64_t generation);
 /* The runtime answered otherwise for ptr after all: its page is forgotten. */
 void us_hostpages_forget(const void *ptr);
 
-/* Memory was mapped or registered: every thread forgets every page. */
+/* Memory was mapped or registered: every thread forgets every page, unless
+ * the calling thread is mapping memory of the shim's own (below). */
 void us_hostpages_mapping_changed(void);
+
+/* Around the shim's own pinned allocations (its staging, fix/staging.c and
+ * fix/d2d_stage.c): the runtime's registration reaches libcuda through the
+ * driver layer's wrappers, which call us_hostpages_mapping_changed. Such
+ * memory is freshly mapped: a page the program still holds cannot be in it
+ * (the kernel maps new memory only where nothing is mapped), so every page
+ * remembered stays right, and the calling thread's mapping changes are not
+ * heeded until the matching end. Without this, each growth of the staging
+ * pool made every thread ask the runtime again at its next pageable copy: a
+ * cold pointer query inside the first copy after a larger one (2.8-7 us
+ * after an idle moment, session 32). Nests. */
+void us_hostpages_own_mapping_begin(void);
+void us_hostpages_own_mapping_end(void);
 
 #endif

@@ -4,6 +4,7 @@
 #include <stdatomic.h>
 
 #include "context.h"
+#include "hostpages.h"
 #include "log.h"
 #include "real.h"
 
@@ -68,7 +69,9 @@ bool us_d2d_stage(const struct us_copy *c, const struct us_config *cfg, struct u
         bool primary = us_context_enter_primary(c->src_mem.device, &pushed);
         cudaError_t err = cudaErrorUnknown;
         if (primary) {
+            us_hostpages_own_mapping_begin(); /* fresh memory: pages remembered pageable stay so */
             err = real->cudaHostAlloc(&host, cfg->busy_d2d_max_bytes, cudaHostAllocPortable);
+            us_hostpages_own_mapping_end();
             us_context_leave_primary(pushed);
         }
         if (err == cudaSuccess) {

@@ -18,6 +18,7 @@
 #include "config.h"
 #include "context.h"
 #include "grower.h"
+#include "hostpages.h"
 #include "log.h"
 #include "ondevice.h"
 #include "prefault.h"
@@ -120,10 +121,12 @@ static bool pinned_alloc(size_t bytes, void **out, struct us_pinned_owner *owner
         if (here != NULL && !here->primary)
             owner->ctx = here->id;
     }
+    us_hostpages_own_mapping_begin(); /* fresh memory: pages remembered pageable stay so */
     void *p = map_and_register(bytes);
     cudaError_t err = cudaSuccess;
     if (p == NULL)
         err = us_real()->cudaHostAlloc(&p, bytes, cudaHostAllocPortable);
+    us_hostpages_own_mapping_end();
     us_context_leave_primary(pushed);
     if (err != cudaSuccess || p == NULL) {
         atomic_fetch_sub(&pinned_bytes, bytes);

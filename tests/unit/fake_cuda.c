@@ -3,6 +3,7 @@
 
 #include "context.h"
 #include "grower.h"
+#include "hostpages.h"
 #include "staging.h"
 
 #include <pthread.h>
@@ -163,11 +164,16 @@ static cudaError_t f_cudaMemcpyAsync(void *dst, const void *src, size_t count, e
     return memcpy_as(FAKE_cudaMemcpyAsync, dst, src, count, stream);
 }
 
+/* As the real runtime does: its pinned allocation reaches libcuda's
+ * cuMemHostAlloc through the entry point cuGetProcAddress gave it, which is
+ * the driver layer's wrapper (entry_driver/mappings.c): pages remembered
+ * pageable are forgotten, the shim's own allocations included. */
 static cudaError_t f_cudaHostAlloc(void **p, size_t size, unsigned flags)
 {
     cudaError_t err = note(FAKE_cudaHostAlloc, NULL, NULL, NULL, NULL, size);
     if (err != cudaSuccess)
         return err;
+    us_hostpages_mapping_changed();
     void *mem = aligned_alloc(4096, (size + 4095) & ~(size_t)4095);
     if (mem == NULL)
         return cudaErrorMemoryAllocation;

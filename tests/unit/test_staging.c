@@ -16,6 +16,7 @@
 
 #include "fake_cuda.h"
 #include "grower.h"
+#include "hostpages.h"
 #include "log.h"
 #include "real.h"
 #include "staging.h"
@@ -215,6 +216,31 @@ static void test_staging_ring_counts_toward_the_budget(void **state)
     assert_false(us_staging_ring_alloc(4 * SLOT, &ring, &ring_owner));
     fake_cuda_warm_pool(4, SLOT);
     assert_int_equal(us_staging_pinned_bytes(), 6 * SLOT); /* 2 slots fit beside the ring */
+}
+
+/* The pool's own pinned memory leaves the pages the runtime called pageable
+ * remembered (hostpages.h): it is freshly mapped, so no page the program
+ * holds is in it. The fake's cudaHostAlloc forgets them, as the runtime's
+ * allocation does through the driver layer's wrapper; a program's
+ * allocation, the same call from outside the pool, still does. */
+static void test_staging_growth_keeps_pageable_pages_remembered(void **state)
+{
+    (void)state;
+    static char page[4096] __attribute__((aligned(4096)));
+    us_hostpages_learn_pageable(page, us_hostpages_generation());
+    assert_true(us_hostpages_pageable(page));
+    unsigned allocs = fake_cuda_count(FAKE_cudaHostAlloc);
+    void *ring;
+    struct us_pinned_owner ring_owner;
+    assert_true(us_staging_ring_alloc(4 * SLOT, &ring, &ring_owner)); /* a ring */
+    struct us_slot *slot[1];
+    assert_int_equal(us_staging_claim(1, 4096, slot), 1); /* a slot, grown inside a copy */
+    us_staging_release(slot, 1, NULL);
+    assert_int_equal(fake_cuda_count(FAKE_cudaHostAlloc), allocs + 2);
+    assert_true(us_hostpages_pageable(page));
+    void *program;
+    assert_int_equal(us_real()->cudaHostAlloc(&program, 4096, cudaHostAllocDefault), cudaSuccess);
+    assert_false(us_hostpages_pageable(page));
 }
 
 static void test_staging_slot_event_made_on_its_device(void **state)
@@ -686,6 +712,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_staging_lost_slot_is_never_reused, setup, fake_cuda_teardown),
         cmocka_unit_test_setup_teardown(test_staging_alloc_failure_declines_and_keeps_budget, setup, fake_cuda_teardown),
         cmocka_unit_test_setup_teardown(test_staging_ring_counts_toward_the_budget, setup, fake_cuda_teardown),
+        cmocka_unit_test_setup_teardown(test_staging_growth_keeps_pageable_pages_remembered, setup,
+                                        fake_cuda_teardown),
         cmocka_unit_test_setup_teardown(test_staging_forget_context_drops_its_events, setup, fake_cuda_teardown),
         cmocka_unit_test_setup_teardown(test_staging_slot_event_made_on_its_device, setup, fake_cuda_teardown),
         cmocka_unit_test_setup_teardown(test_staging_concurrent_claims_are_exclusive, setup, fake_cuda_teardown),
