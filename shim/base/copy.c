@@ -1,6 +1,7 @@
 /* copy.c - one intercepted copy: its API's name and its native call, both
  * from the table of copy APIs (copy.h). */
 #include "copy.h"
+#include "probe.h"
 #include "hot.h"
 
 #include "real.h"
@@ -60,6 +61,7 @@ US_HOT cudaError_t us_copy_native(const struct us_copy *c)
     if (c->rehearsal) /* the first copies' rehearsal (chain.h) issues nothing */
         return cudaSuccess;
     us_state_enter();
+    US_PROBE_STAMP(native_begun);
     cudaError_t err = native_call(c);
     us_state_leave();
     return err;

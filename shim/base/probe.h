@@ -20,7 +20,9 @@
 /* The steps, in the order a call usually reaches them. */
 #define US_PROBE_STEPS(X)                                                                       \
     X(entered)        /* us_copy_run took the call */                                           \
-    X(classified)     /* memory kinds, path and rules known (classify.c, policy.c) */           \
+    X(native_begun)   /* the native call made (us_copy_native) */                               \
+    X(kinds_known)    /* memory kinds and path known (classify.c) */                            \
+    X(classified)     /* rules known: the legacy-stream check's too (watch.c, policy.c) */     \
     X(native_done)    /* the native call returned */                                            \
     X(pipe_begun)     /* a pipeline's checks done (capture mode, stream, devices) */             \
     X(slots_claimed)  /* its pinned slots claimed, with their events */                         \

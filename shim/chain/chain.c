@@ -207,6 +207,7 @@ static void classify_and_decide(struct us_copy *c, const struct us_config *cfg, 
                                 struct us_decision *decision)
 {
     us_classify_copy(c, may_remember && cfg->mode != US_MODE_STRICT);
+    US_PROBE_STAMP(kinds_known);
     struct us_call_facts facts = { .legacy_with_blocking = us_legacy_contended(c->stream_kind) };
     us_policy_decide(c, cfg, &facts, decision);
     US_PROBE_STAMP(classified);

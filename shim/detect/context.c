@@ -33,6 +33,7 @@ static void resolve(void)
         *(void **)&resolved.cuDevicePrimaryCtxRelease = dlsym(driver, "cuDevicePrimaryCtxRelease_v2");
         *(void **)&resolved.cuCtxPushCurrent = dlsym(driver, "cuCtxPushCurrent_v2");
         *(void **)&resolved.cuCtxPopCurrent = dlsym(driver, "cuCtxPopCurrent_v2");
+        *(void **)&resolved.cuDeviceGetCount = dlsym(driver, "cuDeviceGetCount");
     }
     const struct us_driver_api *expected = NULL;
     atomic_compare_exchange_strong(&active_api, &expected, &resolved);
@@ -319,8 +320,29 @@ US_HOT const struct us_ctx *us_context_this(void)
  * the driver has cuCtxGetId: without it an entry cannot tell a context
  * destroyed unseen from a new one made at its address, perhaps on another
  * device, and the device of a new allocation (entry/alloc.c) must be right. */
+/* What the driver said of the device count: 0 not asked (or asked before
+ * cuInit), 1 one device, 2 more or unknown. Written once per state: a
+ * race asks twice and writes the same answer. */
+static _Atomic int devices_seen;
+
+static bool only_one_device(const struct us_driver_api *api)
+{
+    int seen = atomic_load_explicit(&devices_seen, memory_order_relaxed);
+    if (seen != 0)
+        return seen == 1;
+    int count = 0;
+    CUresult rc = api->cuDeviceGetCount != NULL ? api->cuDeviceGetCount(&count) : CUDA_ERROR_NOT_FOUND;
+    if (rc == CUDA_ERROR_NOT_INITIALIZED)
+        return false; /* asked again later */
+    seen = rc == CUDA_SUCCESS && count == 1 ? 1 : 2;
+    atomic_store_explicit(&devices_seen, seen, memory_order_relaxed);
+    return seen == 1;
+}
+
 US_HOT int us_current_device(void)
 {
+    if (only_one_device(driver_api()))
+        return 0;
     const struct us_ctx *ctx = driver_api()->cuCtxGetId != NULL ? us_context_this() : NULL;
     if (ctx != NULL)
         return ctx->device;
@@ -411,6 +433,7 @@ void us_context_install(const struct us_driver_api *api)
     pthread_mutex_unlock(&table.mu);
     pthread_once(&resolve_once, resolve); /* so that a later resolve does not undo this */
     atomic_store(&active_api, api != NULL ? api : &resolved);
+    atomic_store(&devices_seen, 0);
     for (int d = 0; d < US_MAX_DEVICES; d++)
         atomic_store(&primary[d], NULL);
 }

@@ -25,6 +25,7 @@ struct us_driver_api {
     CUresult (*cuDevicePrimaryCtxRelease)(CUdevice dev);
     CUresult (*cuCtxPushCurrent)(CUcontext ctx);
     CUresult (*cuCtxPopCurrent)(CUcontext *pctx);
+    CUresult (*cuDeviceGetCount)(int *count);
 };
 
 /* True when the calling thread's current context is not the primary context
@@ -39,7 +40,13 @@ CUcontext us_context_current(void);
 
 /* The calling thread's current device (the runtime's ordinal), or -1: its
  * current context's, from the table below; cudaGetDevice's answer when no
- * context is current or the table cannot say. */
+ * context is current or the table cannot say. In a process that sees one
+ * device, 0 without a driver call: every context is then on device 0, and
+ * cudaGetDevice answers 0 with none current. The two calls the table needs
+ * (cuCtxGetCurrent, cuCtxGetId) were the largest step of a small
+ * pass-through copy after the host was idle 2 ms: 1.0 of its 3.9 us under
+ * the shim (every legacy-stream copy, launch and memset asks; session 38,
+ * docs/performance.md). The driver is asked the device count once. */
 int us_current_device(void);
 
 /* Makes the primary context of `device` current on the calling thread until

@@ -247,6 +247,78 @@ static void test_context_current_device_asks_once_per_context(void **state)
     assert_int_equal(fake_cuda_count(FAKE_cudaGetDevice) - asked, 2);
 }
 
+/* A process that sees one device: its current device is 0 without a driver
+ * call (session 38: the two the table needs were the largest step of a small
+ * pass-through copy after an idle moment). The count is asked once; before
+ * cuInit it is asked again later; with more devices, or none to tell, the
+ * table answers as before. */
+static int device_count, count_queries;
+static CUresult count_result;
+
+static CUresult get_count(int *count)
+{
+    count_queries++;
+    *count = device_count;
+    return count_result;
+}
+
+static int current_queries;
+
+static CUresult get_current_counting(CUcontext *pctx)
+{
+    current_queries++;
+    return get_current(pctx);
+}
+
+static void test_context_one_device_needs_no_driver_call(void **state)
+{
+    (void)state;
+    struct us_driver_api counted = scripted;
+    counted.cuCtxGetId = get_id;
+    counted.cuCtxGetCurrent = get_current_counting;
+    counted.cuDeviceGetCount = get_count;
+    fake_cuda_reset();
+
+    device_count = 1;
+    count_result = CUDA_ERROR_NOT_INITIALIZED; /* before cuInit: asked again, the table answers */
+    us_context_install(&counted);
+    count_queries = current_queries = 0;
+    drv.current = (CUcontext)0x3000;
+    us_real()->cudaSetDevice(1); /* what the table would answer */
+    assert_int_equal(us_current_device(), 1);
+    assert_int_equal(current_queries, 1);
+    count_result = CUDA_SUCCESS;
+    us_real()->cudaSetDevice(0);
+    drv.current = drv.primary;
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(us_current_device(), 0);
+    assert_int_equal(count_queries, 2);
+    assert_int_equal(current_queries, 1); /* none since the count said one */
+    drv.current = NULL;
+    assert_int_equal(us_current_device(), 0);
+    assert_int_equal(current_queries, 1);
+
+    device_count = 2; /* two devices: the current context's, from the table */
+    us_context_install(&counted);
+    count_queries = current_queries = 0;
+    drv.current = (CUcontext)0x3000;
+    us_real()->cudaSetDevice(1);
+    assert_int_equal(us_current_device(), 1);
+    assert_int_equal(us_current_device(), 1);
+    assert_int_equal(count_queries, 1);
+    assert_int_equal(current_queries, 2);
+
+    device_count = 1; /* the count unknown: the table */
+    count_result = CUDA_ERROR_UNKNOWN;
+    us_context_install(&counted);
+    count_queries = current_queries = 0;
+    assert_int_equal(us_current_device(), 1);
+    assert_int_equal(us_current_device(), 1);
+    assert_int_equal(count_queries, 1);
+    assert_int_equal(current_queries, 2);
+    us_real()->cudaSetDevice(0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -257,6 +329,7 @@ int main(void)
         cmocka_unit_test_setup(test_context_unknown_answers_no, setup),
         cmocka_unit_test_setup(test_context_enter_primary, setup),
         cmocka_unit_test_setup(test_context_current_device_asks_once_per_context, setup),
+        cmocka_unit_test_setup(test_context_one_device_needs_no_driver_call, setup),
     };
     return US_RUN_TESTS("test_context", tests, NULL, NULL);
 }
