@@ -30,20 +30,30 @@ def rows(op, size, rounds, ok=None, gap=None):
     return out
 
 
-def table(native_lines, shim_lines, control_lines=None):
+def run_table(samples, flagged=False):
+    """smallcopy_table.py over samples: [(native, shim[, control]) lines], the
+    second given with --again; its stdout."""
     with tempfile.TemporaryDirectory() as d:
-        paths = []
-        files = [("native", native_lines), ("shim", shim_lines)]
-        if control_lines is not None:
-            files.append(("control", control_lines))
-        for name, lines in files:
-            paths.append(os.path.join(d, name))
-            with open(paths[-1], "w") as f:
-                f.write("\n".join(lines) + "\n")
-        p = subprocess.run([sys.executable, TABLE] + paths, capture_output=True, text=True)
+        args = ["--flagged"] if flagged else []
+        for i, sample in enumerate(samples):
+            if i > 0:
+                args.append("--again")
+            for name, lines in zip(("native", "shim", "control"), sample):
+                args.append(os.path.join(d, f"{name}{i}"))
+                with open(args[-1], "w") as f:
+                    f.write("\n".join(lines) + "\n")
+        p = subprocess.run([sys.executable, TABLE] + args, capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
-    return {l.split("|")[0].split()[0] + " " + l.split("|")[0].split()[1]: l for l in p.stdout.splitlines()
-            if l.startswith(("h2d", "d2h"))}, p.stdout
+    return p.stdout
+
+
+def table(native_lines, shim_lines, control_lines=None, again=None):
+    """The table's rows by "op size", and its whole text; again: a second
+    sample's (native, shim[, control]) lines."""
+    first = (native_lines, shim_lines) + ((control_lines,) if control_lines is not None else ())
+    out = run_table([first] + ([again] if again is not None else []))
+    return {l.split("|")[0].split()[0] + " " + l.split("|")[0].split()[1]: l for l in out.splitlines()
+            if l.startswith(("h2d", "d2h"))}, out
 
 
 class SmallcopyTable(unittest.TestCase):
@@ -173,6 +183,69 @@ class SmallcopyTable(unittest.TestCase):
         control = rows("h2d", 4096, [[9.0] * 100] * 10 + [[5.0] * 100] * 6)
         _, out = table(native, shim, control)
         self.assertIn("either way, by the figures: 1; by the verdict's rule: 0 of the 1 rows with rounds enough to test", out)
+
+    def test_a_slower_row_stands_only_if_the_second_sample_says_so_too(self):
+        # the 4 KiB row's first call 2 us worse in 12 rounds of 16 and again in
+        # the second sample: slower; the 64 KiB row's the same in the first
+        # sample only: ok, both samples said
+        def firsts(slow):  # the rounds in `slow` have a first call of 9 us, the others 7
+            return [[9.0 if i in slow else 7.0] + [7.0] * 99 for i in range(16)]
+        native = rows("h2d", 4096, firsts(())) + rows("h2d", 65536, firsts(()))
+        shim = rows("h2d", 4096, firsts(range(12))) + rows("h2d", 65536, firsts(range(12)))
+        native2 = rows("h2d", 4096, firsts(())) + rows("h2d", 65536, firsts(range(11, 16)))
+        shim2 = rows("h2d", 4096, firsts(range(11))) + rows("h2d", 65536, firsts(range(9)))
+        got, out = table(native, shim, again=(native2, shim2))
+        self.assertTrue(got["h2d 4"].endswith("slower: first 12/16 against 0/16 (p 0.00024) and again 11/16 against "
+                                              "0/16 (p 0.00049)"), got["h2d 4"])
+        self.assertTrue(got["h2d 64"].endswith("ok; by chance: first 12/16 against 0/16 (p 0.00024) but not again: "
+                                               "9/16 against 5/16 (p 0.21)"), got["h2d 64"])
+        self.assertIn("rows where unstall is slower: 1 ", out)
+        self.assertIn("rows of unstall judged again in a second sample (16 rounds, the row's op in fresh processes): 2;",
+                      out)
+
+    def test_a_second_sample_within_the_margin_does_not_confirm(self):
+        native = rows("d2h", 4, [[8.0] * 100] * 16)
+        shim = rows("d2h", 4, [[10.0] * 100] * 16)
+        got, _ = table(native, shim, again=(rows("d2h", 4, [[8.0] * 100] * 16), rows("d2h", 4, [[8.5] * 100] * 16)))
+        self.assertIn("median 16/16 against 0/16 (p 1.5e-05) but not again: 8.5 / 8.0 us", got["d2h 4"])
+        self.assertTrue(got["d2h 4"].split("|")[-1].strip().startswith("ok; by chance:"), got["d2h 4"])
+
+    def test_a_row_of_few_rounds_is_judged_again_by_the_test(self):
+        # 3 rounds: the figure alone flags the 2 MiB row's first call; 16 rounds
+        # of the second sample, as often worse as better, do not
+        native = rows("d2h", 2 << 20, [[280.0] + [150.0] * 9] * 3)
+        shim = rows("d2h", 2 << 20, [[340.0] + [120.0] * 9] * 3)
+        native2 = rows("d2h", 2 << 20, [[280.0 if i < 9 else 340.0] + [150.0] * 9 for i in range(16)])
+        shim2 = rows("d2h", 2 << 20, [[340.0 if i < 9 else 280.0] + [120.0] * 9 for i in range(16)])
+        got, _ = table(native, shim, again=(native2, shim2))
+        self.assertIn("ok; by chance: p99 3/3 but not again: 340.0 / 340.0 us,first 3/3 but not again: 9/16 against "
+                      "7/16 (p 0.4)", got["d2h 2"])
+
+    def test_a_control_off_native_in_one_sample_only_is_not_counted(self):
+        native = rows("h2d", 4096, [[7.0] * 100] * 16)
+        control = rows("h2d", 4096, [[9.0] * 100] * 16)
+        _, out = table(native, native, control)
+        self.assertIn("by the verdict's rule: 1 of the 1 rows", out)
+        _, out = table(native, native, control, again=(native, native, native))
+        self.assertIn("by the verdict's rule: 0 of the 1 rows", out)
+        _, out = table(native, native, control, again=(native, native, control))
+        self.assertIn("by the verdict's rule: 1 of the 1 rows", out)
+
+    def test_flagged_names_the_rows_to_judge_again(self):
+        # the shim slower in h2d 4 B, the control off native in d2h 4 KiB, both
+        # fine in h2d 64 KiB
+        native = rows("h2d", 4, [[8.0] * 100] * 16) + rows("h2d", 65536, [[15.0] * 100] * 16) + \
+            rows("d2h", 4096, [[8.0] * 100] * 16)
+        shim = rows("h2d", 4, [[10.0] * 100] * 16) + rows("h2d", 65536, [[15.0] * 100] * 16) + \
+            rows("d2h", 4096, [[8.0] * 100] * 16)
+        control = rows("h2d", 4, [[8.0] * 100] * 16) + rows("h2d", 65536, [[15.0] * 100] * 16) + \
+            rows("d2h", 4096, [[6.0] * 100] * 16)
+        out = run_table([(native, shim, control)], flagged=True)
+        self.assertEqual(out.split("\n"), ["h2d 4", "d2h 4096", ""])
+        # a control off native by its figure alone (3 rounds) is not
+        few = rows("d2h", 2 << 20, [[150.0] * 10] * 3)
+        out = run_table([(few, few, rows("d2h", 2 << 20, [[120.0] * 10] * 3))], flagged=True)
+        self.assertEqual(out, "")
 
     def test_without_control_no_control_column(self):
         got, out = table(rows("h2d", 4, [[8.0] * 10]), rows("h2d", 4, [[8.0] * 10]))
