@@ -244,7 +244,7 @@ def main():
         bad = [text for is_slower, text in judged if is_slower]
         chance = [text for is_slower, text in judged if not is_slower]
         slower += bool(bad)
-        judged_again += any(" again" in text for _, text in judged)
+        judged_again += any(" again " in text or " not again:" in text for _, text in judged)
         by_chance += bool(chance) and not bad
         verdict = "slower: " + ",".join(bad) if bad else "ok"
         if chance:
