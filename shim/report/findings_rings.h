@@ -22,8 +22,8 @@ int us_findings_thread_id(void);
  * Not thread-safe: called before any finding can be recorded. */
 void us_findings_rings_prepare(void);
 
-/* The event ring takes pushes from any thread without a lock (an atomic
- * count numbers them). The report copies it with us_findings_lock held, as
+/* Both rings take pushes from any thread without a lock (an atomic count
+ * numbers them). The report copies the events with us_findings_lock held, as
  * it copies the rows (findings_rows.h: an event names its row by id, and no
  * row is made meanwhile). */
 void us_findings_event_push(const struct us_report_event *event);
@@ -35,14 +35,15 @@ size_t us_findings_events_held(void);
 size_t us_findings_events_copy(struct us_report_event *out, size_t cap, uint64_t *dropped);
 
 /* A pipeline span for the timeline (tools/unstall-report --trace). Nothing in
- * mode off. The span ring has a lock of its own. `name` must live as long as
+ * mode off. `name` must live as long as
  * the process (a string literal): the ring keeps the pointer, since copying
  * the text was about an eighth of a small rewritten copy's own instructions
  * (callgrind on the simulated runtime). */
 void us_findings_span(const char *name, int device, uint64_t start_ns, uint64_t end_ns, size_t bytes);
 
 /* Copies the spans held into r->spans (allocated; span_count and
- * spans_dropped set). False when memory is short. */
+ * spans_dropped set: pushed and not copied, let go or being written then).
+ * False when memory is short. */
 bool us_findings_spans_copy(struct us_report *r);
 
 /* Tests: forget every event (called with us_findings_lock held, while no

@@ -433,6 +433,43 @@ static void test_findings_threads_aggregate(void **state)
     us_report_free(r);
 }
 
+/* Spans from many threads at once, without a lock (findings_rings.c): each
+ * one kept whole (no field of another span's), or counted as let go. */
+static void *span_many(void *arg)
+{
+    const struct many_arg *m = arg;
+    for (int i = 1; i <= PER_THREAD; i++)
+        us_findings_span("d2h", (int)m->offset, (uint64_t)i, (uint64_t)i + m->offset, m->offset * 1000 + 7);
+    return NULL;
+}
+
+static void test_findings_spans_from_threads(void **state)
+{
+    (void)state;
+    pthread_t t[THREADS];
+    struct many_arg arg[THREADS];
+    for (int i = 0; i < THREADS; i++) {
+        arg[i] = (struct many_arg){.offset = (uint64_t)i};
+        assert_int_equal(pthread_create(&t[i], NULL, span_many, &arg[i]), 0);
+    }
+    for (int i = 0; i < THREADS; i++)
+        pthread_join(t[i], NULL);
+    struct us_report *r = us_findings_collect();
+    const uint64_t n = (uint64_t)THREADS * PER_THREAD;
+    assert_true(r->span_count > US_FINDINGS_SPANS_MAX - THREADS && r->span_count <= US_FINDINGS_SPANS_MAX);
+    assert_int_equal(r->span_count + r->spans_dropped, n);
+    for (size_t i = 0; i < r->span_count; i++) {
+        const struct us_report_span *sp = &r->spans[i];
+        uint64_t thread = (uint64_t)sp->device;
+        assert_true(thread < THREADS);
+        assert_string_equal(sp->name, "d2h");
+        assert_int_equal(sp->end_ns, sp->start_ns + thread);
+        assert_int_equal(sp->bytes, thread * 1000 + 7);
+        assert_true(sp->tid > 0);
+    }
+    us_report_free(r);
+}
+
 /* A thread counts a finding at a row it met before without the rows' lock:
  * it records while another thread holds it. */
 struct twice_arg {
@@ -1115,6 +1152,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_findings_rings_take_no_page_fault, setup, teardown),
         cmocka_unit_test_setup_teardown(test_findings_spans_recorded, setup, teardown),
         cmocka_unit_test_setup_teardown(test_findings_threads_aggregate, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_findings_spans_from_threads, setup, teardown),
         cmocka_unit_test_setup_teardown(test_findings_known_row_takes_no_lock, setup, teardown),
         cmocka_unit_test_setup_teardown(test_findings_reset_forgets_known_rows, setup, teardown),
         cmocka_unit_test_setup_teardown(test_findings_rows_past_the_threads_slots, setup, teardown),
