@@ -312,14 +312,6 @@ US_HOT const struct us_ctx *us_context_this(void)
     return e;
 }
 
-/* After the host slept 2 ms cudaGetDevice took 2.0-2.2 us on an H200 host,
- * against 0.45-0.5 us for cuCtxGetCurrent (back to back 0.16-0.18 against
- * 0.10-0.11; session 35, .gpuwork/idledev.c), and a small pass-through copy
- * on the legacy stream asks at every call (legacy_stream's contention): the
- * context table answers, which asks the device once per context. Only where
- * the driver has cuCtxGetId: without it an entry cannot tell a context
- * destroyed unseen from a new one made at its address, perhaps on another
- * device, and the device of a new allocation (entry/alloc.c) must be right. */
 /* What the driver said of the device count: 0 not asked (or asked before
  * cuInit), 1 one device, 2 more or unknown. Written once per state: a
  * race asks twice and writes the same answer. */
@@ -339,6 +331,14 @@ static bool only_one_device(const struct us_driver_api *api)
     return seen == 1;
 }
 
+/* After the host slept 2 ms cudaGetDevice took 2.0-2.2 us on an H200 host,
+ * against 0.45-0.5 us for cuCtxGetCurrent (back to back 0.16-0.18 against
+ * 0.10-0.11; session 35, .gpuwork/idledev.c), and a small pass-through copy
+ * on the legacy stream asks at every call (legacy_stream's contention): the
+ * context table answers, which asks the device once per context. Only where
+ * the driver has cuCtxGetId: without it an entry cannot tell a context
+ * destroyed unseen from a new one made at its address, perhaps on another
+ * device, and the device of a new allocation (entry/alloc.c) must be right. */
 US_HOT int us_current_device(void)
 {
     if (only_one_device(driver_api()))

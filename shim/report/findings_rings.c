@@ -26,8 +26,8 @@
 #define RING_STORE(field) __atomic_store_n(&slot->field, entry->field, __ATOMIC_RELEASE);
 #define RING_LOAD(field) out->field = __atomic_load_n(&slot->field, __ATOMIC_ACQUIRE);
 
-/* A ring of `type` named `name`, `max` slots, whose fields FIELDS(X) lists:
- * name##_push (the slot to write is number k of ring), name##_copy. */
+/* A ring of `max` slots of `type`, whose fields FIELDS(X) lists: defines
+ * name##_ring, name##_total, name##_push and name##_copy. */
 #define SEQ_RING(name, type, max, FIELDS)                                                           \
     struct name##_slot {                                                                             \
         type entry;                                                                                  \
@@ -96,17 +96,21 @@ US_HOT int us_findings_thread_id(void)
 }
 
 /* Both rings are made at load: the first rewritten copy of a process must
- * not pay for a ring of its own. After a reset, on first use (tests: no
- * other thread records meanwhile). */
+ * not pay for a ring of its own. After a reset (tests), or a mapping that
+ * failed, on first use: the first ring made is kept. */
 #define RING_PREPARE(name, max)                                                                       \
     static struct name##_slot *name##_prepared(void)                                                 \
     {                                                                                                \
         struct name##_slot *ring = __atomic_load_n(&name##_ring, __ATOMIC_ACQUIRE);                  \
-        if (ring == NULL) {                                                                          \
-            ring = ring_map((max), sizeof *ring);                                                    \
-            __atomic_store_n(&name##_ring, ring, __ATOMIC_RELEASE);                                  \
+        if (ring != NULL)                                                                            \
+            return ring;                                                                             \
+        struct name##_slot *made = ring_map((max), sizeof *made);                                    \
+        if (made != NULL && !__atomic_compare_exchange_n(&name##_ring, &ring, made, false,           \
+                                                         __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {      \
+            ring_unmap(made, (max), sizeof *made); /* another thread's came first */                \
+            return ring;                                                                             \
         }                                                                                            \
-        return ring;                                                                                 \
+        return made;                                                                                 \
     }
 RING_PREPARE(events, EVENTS_MAX)
 RING_PREPARE(spans, SPANS_MAX)
