@@ -102,7 +102,6 @@ else
 fi
 # the second sample: per op and group of rows (to 1 MiB, from 2 MiB), its
 # processes again up to the largest row to judge again
-again=
 if [ "$again_rounds" -gt 0 ]; then
     sample=.again
     python3 "$here/smallcopy_table.py" --flagged "$out/native" "$out/shim" "$out/control" |
@@ -113,7 +112,11 @@ if [ "$again_rounds" -gt 0 ]; then
         echo "smallcopy: $op from $min to $most bytes again, $again_rounds rounds"
         run_rounds "$again_rounds" "$min" "$most" "$op" </dev/null
     done <"$out/again.rows"
-    [ -s "$out/again.rows" ] && again="--again $out/native.again $out/shim.again $out/control.again"
 fi
 echo "smallcopy: $where"
-python3 "$here/smallcopy_table.py" "$out/native" "$out/shim" "$out/control" $again
+if [ "$again_rounds" -gt 0 ] && [ -s "$out/again.rows" ]; then
+    python3 "$here/smallcopy_table.py" "$out/native" "$out/shim" "$out/control" \
+        --again "$out/native.again" "$out/shim.again" "$out/control.again"
+else
+    python3 "$here/smallcopy_table.py" "$out/native" "$out/shim" "$out/control"
+fi
