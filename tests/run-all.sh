@@ -78,6 +78,10 @@ if [ -x tests/conformance/run.sh ]; then
     suite conformance sh tests/conformance/run.sh "$build/conformance/fake"
     suite conformance-shim env CONFORM_SHIM="$(cd "$build" && pwd)/libunstall.so" FAKECUDA_STAGED_HOLD=0 \
         UNSTALL_FIX_BUSY_D2D=0 sh tests/conformance/run.sh "$build/conformance/fake"
+    # on one device, as on a one-GPU machine: the shim's current device then
+    # comes without a driver call (detect/context.c)
+    suite conformance-shim-1dev env FAKECUDA_DEVICES=1 CONFORM_SHIM="$(cd "$build" && pwd)/libunstall.so" \
+        FAKECUDA_STAGED_HOLD=0 UNSTALL_FIX_BUSY_D2D=0 sh tests/conformance/run.sh "$build/conformance/fake"
 fi
 [ -x tests/capture/run.sh ] && suite capture sh tests/capture/run.sh "$build" fake
 [ -x tests/stress/run.sh ] && suite stress sh tests/stress/run.sh "$build"
