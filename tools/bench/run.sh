@@ -39,6 +39,9 @@ cuda=${CUDA_HOME:-/usr/local/cuda}
     echo
     echo "- date: $(date -u '+%Y-%m-%d %H:%M UTC')"
     echo "- commit: $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$root" diff --quiet HEAD 2>/dev/null || echo ' (with local changes)')"
+    # the build itself: a copy of the tree whose git metadata is stale (a
+    # machine the build folder was carried to) still names its shim
+    echo "- shim: $build/libunstall.so, sha256 $(sha256sum "$build/libunstall.so" 2>/dev/null | cut -c1-16)"
     nvidia-smi -L | sed 's/^/- /'
     echo "- driver: $(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1)"
     echo "- CUDA toolkit: $("$cuda/bin/nvcc" --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\).*/\1/p')"
