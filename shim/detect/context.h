@@ -44,8 +44,8 @@ CUcontext us_context_current(void);
  * device, 0 without a driver call: every context is then on device 0, and
  * cudaGetDevice answers 0 with none current. The two calls the table needs
  * (cuCtxGetCurrent, cuCtxGetId) were the largest step of a small
- * pass-through copy after the host was idle 2 ms: 1.0 of its 3.9 us under
- * the shim (every legacy-stream copy, launch and memset asks; session 38,
+ * pass-through copy after the host was idle 2 ms: 1.0 us of the shim's own
+ * 3.9 (every legacy-stream copy, launch and memset asks; session 38,
  * docs/performance.md). The driver is asked the device count once. */
 int us_current_device(void);
 
