@@ -24,4 +24,16 @@ struct us_finding {
     const void *context;      /* the issuing CUDA context where a rule depends on it, else NULL */
 };
 
+/* The devices a finding names, a bit each (devices 0 to 63): what a row's
+ * `devices` gathers. */
+static inline uint64_t us_finding_device_bits(const struct us_finding *f)
+{
+    uint64_t bits = 0;
+    if (f->src_device >= 0 && f->src_device < 64)
+        bits |= 1ull << f->src_device;
+    if (f->dst_device >= 0 && f->dst_device < 64)
+        bits |= 1ull << f->dst_device;
+    return bits;
+}
+
 #endif

@@ -81,11 +81,7 @@ US_HOT void us_findings_local_add(struct us_findings_local *s, const struct us_f
     unsigned kind = 1u << f->stream_kind;
     if ((s->stream_kinds & kind) == 0)
         STORE(s->stream_kinds, s->stream_kinds | kind);
-    uint64_t devices = s->devices;
-    if (f->src_device >= 0 && f->src_device < 64)
-        devices |= 1ull << f->src_device;
-    if (f->dst_device >= 0 && f->dst_device < 64)
-        devices |= 1ull << f->dst_device;
+    uint64_t devices = s->devices | us_finding_device_bits(f);
     if (devices != s->devices)
         STORE(s->devices, devices);
 }

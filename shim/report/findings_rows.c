@@ -91,10 +91,7 @@ US_HOT bool us_findings_row_add(struct us_findings_row *row, const struct us_fin
         r->first_ns = f->start_ns;
     r->last_ns = f->start_ns;
     r->stream_kinds |= 1u << f->stream_kind;
-    if (f->src_device >= 0 && f->src_device < 64)
-        r->devices |= 1ull << f->src_device;
-    if (f->dst_device >= 0 && f->dst_device < 64)
-        r->devices |= 1ull << f->dst_device;
+    r->devices |= us_finding_device_bits(f);
     return first;
 }
 
