@@ -27,7 +27,7 @@
 #define RING_LOAD(field) out->field = __atomic_load_n(&slot->field, __ATOMIC_ACQUIRE);
 
 /* A ring of `max` slots of `type`, whose fields FIELDS(X) lists: defines
- * name##_ring, name##_total, name##_push and name##_copy. */
+ * name##_ring, name##_total, name##_push, name##_held and name##_copy. */
 #define SEQ_RING(name, type, max, FIELDS)                                                           \
     struct name##_slot {                                                                             \
         type entry;                                                                                  \
@@ -46,6 +46,13 @@
         __atomic_store_n(&slot->seq, 0, __ATOMIC_RELAXED);                                           \
         name##_store(&slot->entry, entry);                                                           \
         __atomic_store_n(&slot->seq, k + 1, __ATOMIC_RELEASE);                                       \
+    }                                                                                                \
+                                                                                                     \
+    /* the entries the ring holds: every one pushed, up to its size */                              \
+    static size_t name##_held(void)                                                                  \
+    {                                                                                                \
+        uint64_t total = __atomic_load_n(&name##_total, __ATOMIC_RELAXED);                           \
+        return total < (max) ? (size_t)total : (max);                                                \
     }                                                                                                \
                                                                                                      \
     /* the latest entries, at most cap, oldest first; *dropped: pushed and not copied */             \
@@ -130,8 +137,7 @@ US_HOT void us_findings_event_push(const struct us_report_event *event)
 
 size_t us_findings_events_held(void)
 {
-    uint64_t total = __atomic_load_n(&events_total, __ATOMIC_RELAXED);
-    return total < EVENTS_MAX ? (size_t)total : EVENTS_MAX;
+    return events_held();
 }
 
 size_t us_findings_events_copy(struct us_report_event *out, size_t cap, uint64_t *dropped)
@@ -159,8 +165,7 @@ US_HOT void us_findings_span(const char *name, int device, uint64_t start_ns, ui
 
 bool us_findings_spans_copy(struct us_report *r)
 {
-    uint64_t total = __atomic_load_n(&spans_total, __ATOMIC_RELAXED);
-    size_t held = total < SPANS_MAX ? (size_t)total : SPANS_MAX;
+    size_t held = spans_held();
     r->spans = calloc(held > 0 ? held : 1, sizeof *r->spans);
     if (r->spans == NULL)
         return false;
