@@ -24,12 +24,10 @@
 
 #include "real_driver.h"
 
-typedef void *(*dlsym_fn)(void *, const char *);
-
 /* read by the assembly below: hidden, so reached PC-relative */
-__attribute__((visibility("hidden"))) dlsym_fn us_drv_dlsym_next;
+__attribute__((visibility("hidden"))) us_dlsym_fn us_drv_dlsym_next;
 
-__attribute__((visibility("hidden"))) dlsym_fn us_drv_dlsym_resolve(void);
+__attribute__((visibility("hidden"))) us_dlsym_fn us_drv_dlsym_resolve(void);
 __attribute__((visibility("hidden"))) void *us_drv_dlsym_handle(void *handle, const char *name);
 
 /* A sanitizer's runtime, preloaded first, looks up the functions it
@@ -39,9 +37,9 @@ __attribute__((visibility("hidden"))) void *us_drv_dlsym_handle(void *handle, co
 #define US_BEFORE_SANITIZERS __attribute__((no_sanitize("address", "thread", "undefined")))
 
 /* Called by the assembly the first time (and until found). */
-US_BEFORE_SANITIZERS dlsym_fn us_drv_dlsym_resolve(void)
+US_BEFORE_SANITIZERS us_dlsym_fn us_drv_dlsym_resolve(void)
 {
-    dlsym_fn next = __atomic_load_n(&us_drv_dlsym_next, __ATOMIC_ACQUIRE);
+    us_dlsym_fn next = __atomic_load_n(&us_drv_dlsym_next, __ATOMIC_ACQUIRE);
     if (next != NULL)
         return next;
     next = us_real_libc_dlsym();
@@ -52,7 +50,7 @@ US_BEFORE_SANITIZERS dlsym_fn us_drv_dlsym_resolve(void)
 
 void *us_drv_real_dlsym(void *handle, const char *name)
 {
-    dlsym_fn next = us_drv_dlsym_resolve();
+    us_dlsym_fn next = us_drv_dlsym_resolve();
     return next != NULL ? next(handle, name) : NULL;
 }
 
