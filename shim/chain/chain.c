@@ -70,6 +70,19 @@ static bool run_d2h(const struct us_copy *c, const struct us_ctx *home, struct c
     return true;
 }
 
+/* A rewritten copy on the report's timeline: named after the rule its
+ * pipeline fixes, on the device whose copy engine moved it, from the times
+ * around the whole call (the finding's own: one pair of clock reads). */
+static void record_span(enum us_action action, const struct us_copy *c, uint64_t start, uint64_t end)
+{
+    switch (action) {
+    case US_ACT_PEER: us_findings_span("staged_peer", c->dst_mem.device, start, end, c->bytes); break;
+    case US_ACT_H2D: us_findings_span("pageable_h2d", c->dst_mem.device, start, end, c->bytes); break;
+    case US_ACT_D2H: us_findings_span("pageable_d2h", c->src_mem.device, start, end, c->bytes); break;
+    default: break;
+    }
+}
+
 static bool run_pipeline(enum us_action action, const struct us_copy *c, const struct us_ctx *home,
                          struct copy_site *site, cudaError_t *result)
 {
@@ -346,6 +359,8 @@ static inline __attribute__((always_inline)) cudaError_t copy_run(struct us_copy
     uint64_t end = us_now_ns();
     us_state_leave();
     us_engine_end(&engine);
+    if (fixed && !stage)
+        record_span(decision.action, c, start, end);
 
     if (record) {
         take_site(&site);

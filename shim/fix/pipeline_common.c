@@ -5,7 +5,6 @@
 #include "config.h"
 #include "ondevice.h"
 #include "device_state.h"
-#include "findings.h"
 #include "inflight.h"
 #include "log.h"
 #include "probe.h"
@@ -74,7 +73,6 @@ US_HOT bool us_pipe_begin(struct us_pipe *p, const struct us_copy *c, const stru
     p->copy = c;
     p->home = home;
     p->stream = us_copy_stream(c);
-    p->start_ns = us_now_ns();
     p->saved_mode = cudaStreamCaptureModeRelaxed;
     const struct us_real_driver *drv = us_real_driver();
     p->drv = NULL;
@@ -152,13 +150,11 @@ declined:
     return false;
 }
 
-US_HOT void us_pipe_end(struct us_pipe *p, const char *span, int device)
+US_HOT void us_pipe_end(struct us_pipe *p)
 {
     US_PROBE_STAMP(pipe_done);
     us_inflight_end(p->inflight);
     restore_mode(p);
-    if (span != NULL)
-        us_findings_span(span, device, p->start_ns, us_now_ns(), p->copy->bytes);
 }
 
 size_t us_pipe_peer_chunk(size_t bytes, size_t slot_bytes, size_t ring_bytes, unsigned max_chunks)

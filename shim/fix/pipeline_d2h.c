@@ -131,7 +131,7 @@ US_HOT bool us_pipeline_d2h_start(const struct us_copy *c, const struct us_ctx *
         return false;
     unsigned want = us_config()->slots;
     if (!claim_slots(p, want, &run->s)) {
-        us_pipe_end(p, NULL, -1);
+        us_pipe_end(p);
         return false;
     }
     if (us_hostcopy_advise_fresh(c->dst, c->bytes))
@@ -150,7 +150,7 @@ US_HOT bool us_pipeline_d2h_start(const struct us_copy *c, const struct us_ctx *
     bool refuted = run->issued && c->dst_mem.remembered && !us_classify_confirm_pageable(c->dst);
     if (!run->issued || refuted) { /* a refused first chunk: the native call gives the native error */
         us_pipe_release(&run->s);
-        us_pipe_end(p, NULL, -1);
+        us_pipe_end(p);
         return false;
     }
     return true;
@@ -160,7 +160,7 @@ US_HOT cudaError_t us_pipeline_d2h_finish(struct us_d2h_run *run)
 {
     cudaError_t err = copy_rest(run);
     us_pipe_release(&run->s);
-    us_pipe_end(&run->p, "pageable_d2h", run->p.copy->src_mem.device);
+    us_pipe_end(&run->p);
     return err;
 }
 

@@ -66,13 +66,13 @@ bool us_pipeline_h2d(const struct us_copy *c, const struct us_ctx *home, cudaErr
         us_log_once(&logged_idle_native, US_LOG_INFO,
                     "a pageable H2D of up to h2d_idle_native_bytes on a stream with no work queued went native: "
                     "the driver waits for nothing then, and is as fast");
-        us_pipe_end(&p, NULL, -1);
+        us_pipe_end(&p);
         return false;
     }
     unsigned cap = us_pipe_claim_cap();
     struct us_pipe_slots s;
     if (!us_pipe_claim(&p, cap, US_PIPE_CLAIM_AVAILABLE, &s)) {
-        us_pipe_end(&p, NULL, -1);
+        us_pipe_end(&p);
         return false;
     }
 
@@ -106,13 +106,13 @@ bool us_pipeline_h2d(const struct us_copy *c, const struct us_ctx *home, cudaErr
     }
     if (i == 0) { /* the first chunk was refused: the native call gives the native error */
         us_pipe_release(&s);
-        us_pipe_end(&p, NULL, -1);
+        us_pipe_end(&p);
         return false;
     }
     if (err == cudaSuccess && us_copy_is_sync(c)) /* before release: nobody re-records it */
         err = us_pipe_wait(&p, s.event[k]);
     us_pipe_release(&s);
     *result = err;
-    us_pipe_end(&p, "pageable_h2d", c->dst_mem.device);
+    us_pipe_end(&p);
     return true;
 }

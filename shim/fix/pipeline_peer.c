@@ -198,14 +198,14 @@ bool us_pipeline_peer(const struct us_copy *c, const struct us_ctx *home, cudaEr
     int src = c->src_mem.device, dst = c->dst_mem.device;
     struct us_lane *l = us_lane_peer(p.stream, p.stream_device, src, dst, home);
     if (l == NULL) {
-        us_pipe_end(&p, NULL, dst);
+        us_pipe_end(&p);
         return false;
     }
     pthread_mutex_lock(&l->mu);
     bool done = issue(&p, l, result);
     pthread_mutex_unlock(&l->mu);
     if (!done) {
-        us_pipe_end(&p, NULL, dst);
+        us_pipe_end(&p);
         return false;
     }
     if (*result == cudaSuccess && us_copy_is_sync(c)) {
@@ -214,6 +214,6 @@ bool us_pipeline_peer(const struct us_copy *c, const struct us_ctx *home, cudaEr
         if (*result == cudaSuccess)
             *result = lane_error(p.real, l);
     }
-    us_pipe_end(&p, "staged_peer", dst);
+    us_pipe_end(&p);
     return true;
 }

@@ -367,6 +367,48 @@ static void test_chain_remembered_page_pinned_unseen_goes_native(void **state)
     free(dst);
 }
 
+/* A rewritten copy is on the report's timeline once: a span named after
+ * its rule, on the source's device, over the same interval as its finding
+ * (one pair of clock reads serves both). A copy its pipeline declined after
+ * starting (the page pinned unseen) leaves no span. */
+static void test_chain_rewritten_copy_span_is_its_finding_interval(void **state)
+{
+    (void)state;
+    static char src[4096];
+    char *dst = malloc(4096);
+    assert_non_null(dst);
+    us_ptrtable_insert((uintptr_t)src, sizeof src, US_MEM_DEVICE, 0);
+    with_attributes.cudaPointerGetAttributes = pointer_attributes_pinned_unseen;
+    us_hostpages_mapping_changed();
+    pinned_unseen = NULL;
+    struct us_copy c = {.api = US_API_MEMCPY_ASYNC, .dst = dst, .src = src, .bytes = 4096,
+                        .kind = cudaMemcpyDeviceToHost, .stream = fake_cuda_user_stream(0), .peer_dst_device = -1,
+                        .peer_src_device = -1};
+    assert_int_equal(us_copy_run(&c), cudaSuccess); /* rewritten */
+    pinned_unseen = dst;
+    c.dst_mem.remembered = false;
+    assert_int_equal(us_copy_run(&c), cudaSuccess); /* started, refuted, native */
+    assert_int_equal(us_real()->cudaStreamSynchronize(fake_cuda_user_stream(0)), cudaSuccess);
+    with_attributes.cudaPointerGetAttributes = pointer_attributes;
+
+    struct us_report *r = us_findings_collect();
+    assert_non_null(r);
+    assert_int_equal(r->span_count, 1);
+    const struct us_report_span *span = &r->spans[0];
+    assert_string_equal(span->name, "pageable_d2h");
+    assert_int_equal(span->device, 0);
+    assert_int_equal(span->bytes, 4096);
+    const struct us_report_event *fixed = NULL;
+    for (size_t i = 0; i < r->event_count; i++)
+        if (r->events[i].rule == US_RULE_pageable_d2h && r->events[i].fixed)
+            fixed = &r->events[i];
+    assert_non_null(fixed);
+    assert_int_equal(span->start_ns, fixed->start_ns);
+    assert_int_equal(span->end_ns, fixed->start_ns + fixed->held_ns);
+    us_report_free(r);
+    free(dst);
+}
+
 /* A driver copy's native call goes to the function the driver layer
  * identified, with the driver's arguments. */
 static CUdeviceptr driver_dst;
@@ -415,6 +457,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_chain_warm_asks_the_pointer_query, setup, teardown),
         cmocka_unit_test_setup_teardown(test_chain_pageable_page_remembered_until_memory_is_mapped, setup, teardown),
         cmocka_unit_test_setup_teardown(test_chain_remembered_page_pinned_unseen_goes_native, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_chain_rewritten_copy_span_is_its_finding_interval, setup, teardown),
         cmocka_unit_test_setup_teardown(test_chain_strict_mode_classifies_before_the_call, setup, teardown),
     };
     return US_RUN_TESTS("test_chain", tests, NULL, NULL);
