@@ -10,6 +10,12 @@
  * per function called: calls, mean and total time on the calling thread, the
  * first call's time and the longest.
  *
+ * CALLPROF_SLOW_US=N also lists, at exit, each call that took N microseconds
+ * or more (the first 4096): function, thread, start (ms since this library
+ * loaded) and length, so that a stall of one thread can be put beside what
+ * another thread was doing then (case C's worst launch beside the staging
+ * pool's registrations, session 39).
+ *
  * Build: tools/bench/callprof.sh (or cc -shared -fPIC ... -ldl).
  * Output: stderr, or the file named by CALLPROF_OUT. */
 #include <cuda_runtime_api.h>
@@ -20,6 +26,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
+#include <unistd.h>
+#include <sys/syscall.h>
 
 static uint64_t now_ns(void)
 {
@@ -58,9 +66,31 @@ static void *next_fn(enum callprof_fn fn)
     return p;
 }
 
+#define SLOW_MAX 4096
+static struct slow_call {
+    enum callprof_fn fn;
+    long tid;
+    uint64_t start_ns, ns;
+} slow[SLOW_MAX];
+static _Atomic unsigned slow_count;
+static uint64_t slow_min_ns = UINT64_MAX, loaded_ns;
+
+__attribute__((constructor)) static void read_slow_option(void)
+{
+    loaded_ns = now_ns();
+    const char *env = getenv("CALLPROF_SLOW_US");
+    if (env != NULL && atoi(env) > 0)
+        slow_min_ns = (uint64_t)atoi(env) * 1000u;
+}
+
 static void account(enum callprof_fn fn, uint64_t t0)
 {
     uint64_t dt = now_ns() - t0;
+    if (dt >= slow_min_ns) {
+        unsigned i = atomic_fetch_add_explicit(&slow_count, 1, memory_order_relaxed);
+        if (i < SLOW_MAX)
+            slow[i] = (struct slow_call){fn, (long)syscall(SYS_gettid), t0 - loaded_ns, dt};
+    }
     if (atomic_fetch_add_explicit(&calls[fn], 1, memory_order_relaxed) == 0)
         atomic_store_explicit(&first_ns[fn], dt, memory_order_relaxed);
     atomic_fetch_add_explicit(&total_ns[fn], dt, memory_order_relaxed);
@@ -96,6 +126,10 @@ __attribute__((destructor)) static void print_profile(void)
                     (double)atomic_load(&total_ns[i]) / (double)n, (double)atomic_load(&total_ns[i]) / 1e3,
                     (unsigned long long)atomic_load(&first_ns[i]), (unsigned long long)atomic_load(&max_ns[i]));
     }
+    unsigned n_slow = atomic_load(&slow_count);
+    for (unsigned i = 0; i < n_slow && i < SLOW_MAX; i++)
+        fprintf(out, "callprof: slow %s tid=%ld start_ms=%.3f us=%.1f\n", fn_names[slow[i].fn], slow[i].tid,
+                (double)slow[i].start_ns / 1e6, (double)slow[i].ns / 1e3);
     if (out != stderr)
         fclose(out);
 }
