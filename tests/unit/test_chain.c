@@ -317,6 +317,20 @@ static cudaError_t pointer_attributes_pinned_unseen(struct cudaPointerAttributes
     return cudaSuccess;
 }
 
+/* A 4 KiB D2H from `src` (device memory to the table) into malloc memory
+ * on a user stream, with the runtime's answers of
+ * pointer_attributes_pinned_unseen (nothing pinned unseen yet). */
+static struct us_copy pinned_unseen_d2h(char *dst, char *src)
+{
+    us_ptrtable_insert((uintptr_t)src, 4096, US_MEM_DEVICE, 0);
+    with_attributes.cudaPointerGetAttributes = pointer_attributes_pinned_unseen;
+    us_hostpages_mapping_changed();
+    pinned_unseen = NULL;
+    return (struct us_copy){.api = US_API_MEMCPY_ASYNC, .dst = dst, .src = src, .bytes = 4096,
+                            .kind = cudaMemcpyDeviceToHost, .stream = fake_cuda_user_stream(0),
+                            .peer_dst_device = -1, .peer_src_device = -1};
+}
+
 static void test_chain_remembered_page_pinned_unseen_goes_native(void **state)
 {
     (void)state;
@@ -324,13 +338,7 @@ static void test_chain_remembered_page_pinned_unseen_goes_native(void **state)
     char *dst = malloc(4096);
     assert_non_null(dst);
     memset(src, 7, sizeof src);
-    us_ptrtable_insert((uintptr_t)src, sizeof src, US_MEM_DEVICE, 0);
-    with_attributes.cudaPointerGetAttributes = pointer_attributes_pinned_unseen;
-    us_hostpages_mapping_changed();
-    pinned_unseen = NULL;
-    struct us_copy c = {.api = US_API_MEMCPY_ASYNC, .dst = dst, .src = src, .bytes = 4096,
-                        .kind = cudaMemcpyDeviceToHost, .stream = fake_cuda_user_stream(0), .peer_dst_device = -1,
-                        .peer_src_device = -1};
+    struct us_copy c = pinned_unseen_d2h(dst, src);
     pointer_queries = 0;
     assert_int_equal(us_copy_run(&c), cudaSuccess); /* asked, pageable: rewritten */
     assert_int_equal(pointer_queries, 1);
@@ -377,13 +385,7 @@ static void test_chain_rewritten_copy_span_is_its_finding_interval(void **state)
     static char src[4096];
     char *dst = malloc(4096);
     assert_non_null(dst);
-    us_ptrtable_insert((uintptr_t)src, sizeof src, US_MEM_DEVICE, 0);
-    with_attributes.cudaPointerGetAttributes = pointer_attributes_pinned_unseen;
-    us_hostpages_mapping_changed();
-    pinned_unseen = NULL;
-    struct us_copy c = {.api = US_API_MEMCPY_ASYNC, .dst = dst, .src = src, .bytes = 4096,
-                        .kind = cudaMemcpyDeviceToHost, .stream = fake_cuda_user_stream(0), .peer_dst_device = -1,
-                        .peer_src_device = -1};
+    struct us_copy c = pinned_unseen_d2h(dst, src);
     assert_int_equal(us_copy_run(&c), cudaSuccess); /* rewritten */
     pinned_unseen = dst;
     c.dst_mem.remembered = false;
