@@ -25,6 +25,7 @@
 #include "ptrtable.h"
 #include "real.h"
 #include "real_driver.h"
+#include "rules.h"
 #include "state.h"
 #include "watch.h"
 
@@ -71,16 +72,20 @@ static bool run_d2h(const struct us_copy *c, const struct us_ctx *home, struct c
 }
 
 /* A rewritten copy on the report's timeline: named after the rule its
- * pipeline fixes, on the device whose copy engine moved it, from the times
- * around the whole call (the finding's own: one pair of clock reads). */
+ * pipeline fixes (the rules table's id), on the device whose copy engine
+ * moved it, from the times around the whole call (the finding's own: one
+ * pair of clock reads). */
 static void record_span(enum us_action action, const struct us_copy *c, uint64_t start, uint64_t end)
 {
+    enum us_rule_id rule;
+    int device;
     switch (action) {
-    case US_ACT_PEER: us_findings_span("staged_peer", c->dst_mem.device, start, end, c->bytes); break;
-    case US_ACT_H2D: us_findings_span("pageable_h2d", c->dst_mem.device, start, end, c->bytes); break;
-    case US_ACT_D2H: us_findings_span("pageable_d2h", c->src_mem.device, start, end, c->bytes); break;
-    default: break;
+    case US_ACT_PEER: rule = US_RULE_staged_peer, device = c->dst_mem.device; break;
+    case US_ACT_H2D: rule = US_RULE_pageable_h2d, device = c->dst_mem.device; break;
+    case US_ACT_D2H: rule = US_RULE_pageable_d2h, device = c->src_mem.device; break;
+    default: return;
     }
+    us_findings_span(us_rules[rule].id, device, start, end, c->bytes);
 }
 
 static bool run_pipeline(enum us_action action, const struct us_copy *c, const struct us_ctx *home,
