@@ -88,12 +88,16 @@ static void record_span(enum us_action action, const struct us_copy *c, uint64_t
     us_findings_span(us_rules[rule].id, device, start, end, c->bytes);
 }
 
+/* The pipeline the action names; *held: it did the copy but held its
+ * caller behind queued work all the same (us_pipeline_h2d_held), so its
+ * findings say held, not fixed. */
 static bool run_pipeline(enum us_action action, const struct us_copy *c, const struct us_ctx *home,
-                         struct copy_site *site, cudaError_t *result)
+                         struct copy_site *site, cudaError_t *result, bool *held)
 {
+    *held = false;
     switch (action) {
     case US_ACT_PEER: return us_pipeline_peer(c, home, result);
-    case US_ACT_H2D: return us_pipeline_h2d(c, home, result);
+    case US_ACT_H2D: return us_pipeline_h2d_held(c, home, result, held);
     case US_ACT_D2H: return run_d2h(c, home, site, result);
     default: return false;
     }
@@ -346,10 +350,11 @@ static inline __attribute__((always_inline)) cudaError_t copy_run(struct us_copy
     us_state_enter();
     uint64_t start = us_now_ns();
     cudaError_t result = cudaSuccess;
+    bool held = false;
     bool fixed = stage ? us_d2d_stage(c, cfg, &engine, &result)
                  : decision.action != US_ACT_NATIVE &&
                        run_pipeline(decision.action, c, copy_context(&home, &looked), record ? &site : NULL,
-                                    &result);
+                                    &result, &held);
     if (!fixed && decision.action != US_ACT_NATIVE && (c->src_mem.remembered || c->dst_mem.remembered)) {
         /* a pipeline that declined a copy classified on a remembered answer
          * may have found it wrong (the memory pinned unseen): the findings
@@ -369,7 +374,7 @@ static inline __attribute__((always_inline)) cudaError_t copy_run(struct us_copy
 
     if (record) {
         take_site(&site);
-        record_findings(c, &decision, &engine, &site.site, start, end, fixed);
+        record_findings(c, &decision, &engine, &site.site, start, end, fixed && !held);
     }
     return result;
 }

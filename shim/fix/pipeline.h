@@ -23,6 +23,13 @@ bool us_pipeline_peer(const struct us_copy *c, const struct us_ctx *home, cudaEr
 bool us_pipeline_h2d(const struct us_copy *c, const struct us_ctx *home, cudaError_t *result);  /* case B */
 bool us_pipeline_d2h(const struct us_copy *c, const struct us_ctx *home, cudaError_t *result);  /* case C */
 
+/* Case B, saying whether the caller was held: *held is true when the copy,
+ * asynchronous, waited for its own chunks behind queued work on its stream
+ * (its slots could not take it whole, and its bytes could not be spilled:
+ * spill.h); the chain reports such a copy held, not fixed. us_pipeline_h2d
+ * is this without the answer. */
+bool us_pipeline_h2d_held(const struct us_copy *c, const struct us_ctx *home, cudaError_t *result, bool *held);
+
 /* Case C in two steps, for a caller with work to do while the first chunks
  * are on the GPU (chain.c: the finding's call site; a 4-byte copy's wait is
  * most of its time, 4.6-4.9 us of 7.5-8.3 on an H200, docs/performance.md,

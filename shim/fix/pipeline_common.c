@@ -290,6 +290,13 @@ US_HOT cudaError_t us_pipe_record(const struct us_pipe *p, cudaEvent_t event)
     return p->real->cudaEventRecord(event, p->stream);
 }
 
+cudaError_t us_pipe_host_func(const struct us_pipe *p, cudaHostFn_t fn, void *data)
+{
+    if (p->drv != NULL && p->drv->cuLaunchHostFunc((CUstream)p->stream, fn, data) == CUDA_SUCCESS)
+        return cudaSuccess;
+    return p->real->cudaLaunchHostFunc(p->stream, fn, data);
+}
+
 /* cudaEventSynchronize (cuEventSynchronize where p->drv is set), not a
  * polling loop. Measured on an H100 (driver 580, CUDA 13.0,
  * tools/bench/smallcopy.sh and case C's launch_latency):

@@ -137,6 +137,12 @@ cudaError_t us_pipe_copy_chunk(const struct us_pipe *p, void *dst, const void *s
                                enum cudaMemcpyKind kind);
 cudaError_t us_pipe_record(const struct us_pipe *p, cudaEvent_t event);
 
+/* A host function on the pipe's stream, in stream order (as the chunk copies:
+ * libcuda's where p->drv is set, else the runtime's). CUDA skips it when the
+ * context has failed, and runs it on a thread of its own that must make no
+ * CUDA call. */
+cudaError_t us_pipe_host_func(const struct us_pipe *p, cudaHostFn_t fn, void *data);
+
 /* Waits until the shim's own event completed; returns cudaSuccess or the
  * error the event reports: cuEventSynchronize or cudaEventSynchronize, as
  * above (pipeline_common.c says what polling cost). Its cost follows the

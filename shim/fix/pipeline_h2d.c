@@ -14,19 +14,26 @@
  *
  * The copy claims slots that hold it whole (up to half of pinned_max, at
  * most 64 slots; growth follows the copies, staging.h), all free at claim
- * time, so the host waits for the GPU only when a copy is larger than that:
- * then it reuses its own slots, waiting for its own earlier chunks (never for
- * another stream's work). While the pool grows it runs with the slots that
- * are ready, cycling through them as a larger copy does; with none ready it
- * goes native while the grower thread adds them (no free slot and no room to
- * grow: native). It did go native until all its slots were there: measured on
- * an H100, a 256 MiB cudaMemcpy repeated 16 times went native every time
- * (44 ms each, as native), since each native copy held the driver that the
- * grower's registrations wait for, and the pool never caught up. Cycling
- * fewer slots waits only for the copy's own earlier chunks, so no longer than
- * a native pageable H2D, which waits for the stream's earlier work too; its
- * speed with few slots was not measured apart (make bench's 256 MiB rows ran
- * with the pool as it grew: 12.1 ms against 34.3 natively on an H100).
+ * time, so the host waits for nothing when the pool has them. While the pool
+ * grows it gets fewer (a process's first copies of a size: the grower
+ * thread pins the rest meanwhile); with none ready it goes native at once
+ * (no free slot and no room to grow: native too). What its slots cannot take
+ * then:
+ *  - behind queued work (an asynchronous copy whose stream, or a stream it
+ *    waits for, is not idle): the bytes are copied into spill memory
+ *    (spill.h: ordinary memory, at host-memory speed, on the copy threads)
+ *    and the call returns; for each further chunk a host function on the
+ *    user stream copies it from there into its slot, which the chunk before
+ *    it in the same slot has left by then (stream order), then the transfer
+ *    and the slot's event follow it. The caller is freed after reading its
+ *    source once, whatever the pool holds: before, it cycled through the
+ *    slots it had, waiting for its own earlier chunks, which wait for the
+ *    queue (a process's first 16 MiB copy behind a 200 ms kernel held its
+ *    caller 200 ms on an H100, docs/pipelines.md).
+ *  - on an idle stream, or without spill memory (spill_max): it cycles
+ *    through its slots, waiting for its own earlier chunks (never another
+ *    stream's work), as fast as the transfers go; behind queued work that
+ *    wait holds the caller, and the copy is reported held, not fixed.
  *
  * cudaMemcpy (synchronous): the same, then the host waits for the last
  * chunk's event, so the call returns when the copy is done, as native does.
@@ -43,17 +50,129 @@
  * of a loop was rewritten, 299 of 600 on an H200). */
 #include "pipeline.h"
 
+#include <stdatomic.h>
+#include <stdlib.h>
+
 #include "classify.h"
 #include "config.h"
 #include "hostcopy.h"
 #include "log.h"
 #include "pipeline_common.h"
 #include "probe.h"
+#include "spill.h"
 
-static int logged_idle_native;
+static int logged_idle_native, logged_feed_oom;
 
-bool us_pipeline_h2d(const struct us_copy *c, const struct us_ctx *home, cudaError_t *result)
+/* The spilled part of one copy, and a host function's argument per chunk
+ * that is fed from it. The issuing call holds one reference and every host
+ * function it enqueued one; the last to let go gives the spill back. A host
+ * function that never runs (CUDA skips them in a failed context) keeps its
+ * reference: that spill stays taken, within spill_max. */
+struct feed;
+struct feed_chunk {
+    struct feed *feed;
+    char *slot;
+    const char *from;
+    size_t len;
+};
+struct feed {
+    atomic_uint refs;
+    struct us_spill *spill;
+    size_t spilled_from; /* the copy's offset of the spill's first byte */
+    struct feed_chunk chunk[];
+};
+
+static void feed_put(struct feed *f)
 {
+    if (atomic_fetch_sub(&f->refs, 1) == 1) {
+        us_spill_give(f->spill);
+        free(f);
+    }
+}
+
+/* A host function on the user stream: the chunk's bytes into its slot. No
+ * CUDA call, no logging (it runs on CUDA's thread). */
+static void CUDART_CB feed_chunk(void *arg)
+{
+    struct feed_chunk *c = arg;
+    us_hostcopy_to_staging(c->slot, c->from, c->len);
+    feed_put(c->feed);
+}
+
+/* The bytes the claimed slots take at once, one chunk each. */
+static size_t slots_room(const struct us_pipe_slots *s, size_t *least)
+{
+    size_t room = 0;
+    *least = SIZE_MAX;
+    for (unsigned k = 0; k < s->n; k++) {
+        size_t r = us_pipe_chunk_room(s, k, SIZE_MAX);
+        room += r;
+        if (r < *least)
+            *least = r;
+    }
+    return room;
+}
+
+/* A feed for the copy's bytes past its slots' first round, when they cannot
+ * take it whole and it may not wait for them: an asynchronous copy behind
+ * queued work (*behind_queue; a stream the shim cannot tell idle counts as
+ * busy). NULL: none needed, or none to be had (the copy cycles). */
+static struct feed *feed_for(struct us_pipe *p, const struct us_copy *c, const struct us_pipe_slots *s,
+                             bool *behind_queue)
+{
+    size_t least, room = slots_room(s, &least);
+    *behind_queue = room < c->bytes && !us_copy_is_sync(c) && !us_pipe_stream_idle(p);
+    if (!*behind_queue || us_config()->spill_max == 0)
+        return NULL;
+    size_t chunks = (c->bytes - room) / least + 1;
+    struct feed *f = malloc(sizeof *f + chunks * sizeof f->chunk[0]);
+    if (f == NULL) {
+        us_log_once(&logged_feed_oom, US_LOG_WARN, "out of memory for a spilled copy's bookkeeping");
+        return NULL;
+    }
+    if (!us_spill_take(c->bytes - room, &f->spill)) {
+        free(f);
+        return NULL;
+    }
+    atomic_init(&f->refs, 1);
+    f->spilled_from = room;
+    return f;
+}
+
+/* Chunk i's bytes, `len` from `off`, into slot k: by the caller now (after
+ * its own chunk before it in that slot, if any, is done: *waited), or, fed
+ * (feed set and past the slots' first round), by a host function on the
+ * stream, from the spill, which the caller fills on the first such chunk. */
+static cudaError_t fill_chunk(struct us_pipe *p, const struct us_copy *c, struct us_pipe_slots *s, struct feed *feed,
+                              size_t i, unsigned k, size_t off, size_t len, bool *waited)
+{
+    if (feed == NULL || i < s->n) {
+        if (s->pending[k] >= 0) { /* our own chunk i - s->n is still on its way */
+            *waited = true;
+            cudaError_t err = us_pipe_wait(p, s->event[k]);
+            if (err != cudaSuccess)
+                return err;
+            s->pending[k] = -1;
+        }
+        us_hostcopy_to_staging(s->slot[k]->ptr, (const char *)c->src + off, len);
+        return cudaSuccess;
+    }
+    char *spill = us_spill_memory(feed->spill);
+    if (i == s->n) /* the rest of the source, once; read again only by the host functions */
+        us_hostcopy_to_staging(spill, (const char *)c->src + off, c->bytes - off);
+    struct feed_chunk *fc = &feed->chunk[i - s->n];
+    *fc = (struct feed_chunk){.feed = feed, .slot = s->slot[k]->ptr, .from = spill + (off - feed->spilled_from),
+                              .len = len};
+    atomic_fetch_add(&feed->refs, 1);
+    cudaError_t err = us_pipe_host_func(p, feed_chunk, fc);
+    if (err != cudaSuccess)
+        atomic_fetch_sub(&feed->refs, 1);
+    return err;
+}
+
+bool us_pipeline_h2d_held(const struct us_copy *c, const struct us_ctx *home, cudaError_t *result, bool *held)
+{
+    *held = false;
     /* a source taken as pageable on a remembered answer (hostpages.h) is
      * asked about before anything is issued: the rewrite waits for its
      * slots, where the native copy from pinned memory would return at once */
@@ -75,22 +194,21 @@ bool us_pipeline_h2d(const struct us_copy *c, const struct us_ctx *home, cudaErr
         us_pipe_end(&p);
         return false;
     }
+    bool behind_queue;
+    struct feed *feed = feed_for(&p, c, &s, &behind_queue);
 
     /* chunk i goes to slot i % s.n and is as long as that slot allows
      * (us_pipe_chunk_room: slots differ in size, staging.h) */
     cudaError_t err = cudaSuccess;
+    bool waited = false;
     size_t i = 0, off = 0;
     unsigned k = 0;
     for (; off < c->bytes; i++) {
         k = (unsigned)(i % s.n);
         size_t len = us_pipe_chunk_room(&s, k, c->bytes - off);
-        if (s.pending[k] >= 0) { /* our own chunk i - s.n is still on its way */
-            err = us_pipe_wait(&p, s.event[k]);
-            if (err != cudaSuccess)
-                break;
-            s.pending[k] = -1;
-        }
-        us_hostcopy_to_staging(s.slot[k]->ptr, (const char *)c->src + off, len);
+        err = fill_chunk(&p, c, &s, feed, i, k, off, len, &waited);
+        if (err != cudaSuccess)
+            break;
         US_PROBE_STAMP(host_copied);
         err = us_pipe_copy_chunk(&p, (char *)c->dst + off, s.slot[k]->ptr, len, cudaMemcpyHostToDevice);
         if (err != cudaSuccess)
@@ -104,6 +222,8 @@ bool us_pipeline_h2d(const struct us_copy *c, const struct us_ctx *home, cudaErr
             break;
         }
     }
+    if (feed != NULL)
+        feed_put(feed);
     if (i == 0) { /* the first chunk was refused: the native call gives the native error */
         us_pipe_release(&s);
         us_pipe_end(&p);
@@ -111,8 +231,17 @@ bool us_pipeline_h2d(const struct us_copy *c, const struct us_ctx *home, cudaErr
     }
     if (err == cudaSuccess && us_copy_is_sync(c)) /* before release: nobody re-records it */
         err = us_pipe_wait(&p, s.event[k]);
+    /* an asynchronous copy that waited for its own chunks behind queued work
+     * (no spill) held its caller as the native copy would have */
+    *held = waited && behind_queue;
     us_pipe_release(&s);
     *result = err;
     us_pipe_end(&p);
     return true;
+}
+
+bool us_pipeline_h2d(const struct us_copy *c, const struct us_ctx *home, cudaError_t *result)
+{
+    bool held;
+    return us_pipeline_h2d_held(c, home, result, &held);
 }

@@ -11,7 +11,22 @@
  *                device must still get the original bytes
  *   held_large   the same with SCN_B_LARGE_BYTES (256 MiB)
  *   throughput   SCN_B_LARGE_BYTES on an idle stream, call + synchronize:
- *                GB/s, best of SCN_REPS */
+ *                GB/s, best of SCN_REPS
+ *   first_use_small, first_use_large
+ *                a process's first copies, before anything else the
+ *                program does (no warm-up): cudaMalloc, malloc and fill
+ *                SCN_B_SMALL_BYTES (then SCN_B_LARGE_BYTES, after cudaFree
+ *                and free of the first), a new non-blocking stream, one
+ *                copy on the idle stream + synchronize, then a
+ *                SCN_B_KERNEL_MS kernel and the same copy, timed: how long
+ *                it held the caller, the source overwritten at once and
+ *                checked on the device
+ *   host_copy    the host's own copy bandwidth, which bounds a caller that
+ *                must read its whole source before it returns: SCN_B_LARGE_BYTES
+ *                of pageable memory copied into memory already mapped by
+ *                SCN_B_HOST_THREADS (8, unstall's copy_threads) threads, best of
+ *                SCN_REPS; the first_use rows' target derives from it */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -67,6 +82,95 @@ static void test_throughput(unsigned char *src, void *dst, size_t n, cudaStream_
     scn_test_end();
 }
 
+static void test_first_use(const char *test, size_t n, uint64_t seed)
+{
+    scn_test(test, 0);
+    void *dst;
+    SCN_CK(cudaMalloc(&dst, n));
+    unsigned char *src = malloc(n);
+    if (src == NULL) {
+        scn_result(test, "error=malloc ok=0");
+        SCN_CK(cudaFree(dst));
+        scn_test_end();
+        return;
+    }
+    scn_fill(src, n, seed);
+    cudaStream_t s;
+    SCN_CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    SCN_CK(cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, s)); /* the first, on the idle stream */
+    SCN_CK(cudaStreamSynchronize(s));
+    scn_kernel_sleep(s, kernel_ms);
+    double t0 = scn_now_ms();
+    SCN_CK(cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, s));
+    double held = scn_now_ms() - t0;
+    scn_fill(src, n, seed + 1000); /* the caller reuses the source at once */
+    cudaEvent_t ev;
+    SCN_CK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+    SCN_CK(cudaEventRecord(ev, s));
+    double done = scn_poll_event(ev) - t0;
+    bool ok = scn_device_verify(0, dst, n, seed);
+    scn_result(test, "bytes=%zu kernel_ms=%.3f held_ms=%.3f done_ms=%.3f ok=%d", n, kernel_ms, held, done, ok);
+    SCN_CK(cudaEventDestroy(ev));
+    SCN_CK(cudaStreamDestroy(s));
+    SCN_CK(cudaFree(dst));
+    free(src);
+    scn_test_end();
+}
+
+struct host_part {
+    unsigned char *dst;
+    const unsigned char *src;
+    size_t bytes;
+};
+
+static void *host_part_copy(void *arg)
+{
+    struct host_part *p = arg;
+    memcpy(p->dst, p->src, p->bytes);
+    return NULL;
+}
+
+static void test_host_copy(unsigned char *src, size_t n)
+{
+    scn_test("host_copy", 0);
+    unsigned threads = (unsigned)scn_env_long("B_HOST_THREADS", 8, 8);
+    if (threads < 1 || threads > 64)
+        threads = 8;
+    unsigned char *dst = malloc(n);
+    if (dst == NULL) {
+        scn_result("host_copy", "error=malloc ok=0");
+        scn_test_end();
+        return;
+    }
+    memset(dst, 1, n); /* mapped, as pinned memory is */
+    scn_fill(src, n, 5);
+    pthread_t tid[64];
+    struct host_part part[64];
+    size_t each = (n / threads + 4095) & ~(size_t)4095;
+    double best = 1e30;
+    for (int r = 0; r < reps; r++) {
+        double t0 = scn_now_ms();
+        bool started[64] = {false};
+        for (unsigned t = 0; t < threads && (size_t)t * each < n; t++) {
+            size_t off = (size_t)t * each;
+            part[t] = (struct host_part){dst + off, src + off, n - off < each ? n - off : each};
+            started[t] = pthread_create(&tid[t], NULL, host_part_copy, &part[t]) == 0;
+            if (!started[t])
+                host_part_copy(&part[t]);
+        }
+        for (unsigned t = 0; t < threads && (size_t)t * each < n; t++)
+            if (started[t])
+                pthread_join(tid[t], NULL);
+        double ms = scn_now_ms() - t0;
+        if (ms < best)
+            best = ms;
+    }
+    bool ok = memcmp(dst, src, n) == 0;
+    scn_result("host_copy", "bytes=%zu threads=%u gbps=%.1f ok=%d", n, threads, scn_gbps(n, best), ok);
+    free(dst);
+    scn_test_end();
+}
+
 int main(int argc, char **argv)
 {
     scn_begin("B", argc, argv);
@@ -77,6 +181,11 @@ int main(int argc, char **argv)
     size_t most = small > large ? small : large;
 
     SCN_CK(cudaSetDevice(0));
+    /* first, in a process that has done nothing else yet */
+    if (scn_want("first_use_small"))
+        test_first_use("first_use_small", small, 31);
+    if (scn_want("first_use_large"))
+        test_first_use("first_use_large", large, 32);
     unsigned char *src = malloc(most);
     if (src == NULL) {
         scn_result("setup", "error=malloc ok=0");
@@ -103,6 +212,8 @@ int main(int argc, char **argv)
         test_held("held_large", src, dst, large, s, 22);
     if (scn_want("throughput"))
         test_throughput(src, dst, large, s);
+    if (scn_want("host_copy"))
+        test_host_copy(src, large);
 
     SCN_CK(cudaStreamDestroy(s));
     SCN_CK(cudaFree(dst));

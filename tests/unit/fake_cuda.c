@@ -285,14 +285,19 @@ static cudaError_t f_cudaThreadExchangeStreamCaptureMode(enum cudaStreamCaptureM
     return exchange_mode_as(FAKE_cudaThreadExchangeStreamCaptureMode, mode);
 }
 
-static cudaError_t f_cudaLaunchHostFunc(cudaStream_t s, cudaHostFn_t fn, void *data)
+static cudaError_t launch_host_as(enum fake_cuda_fn fn_id, cudaStream_t s, cudaHostFn_t fn, void *data)
 {
-    cudaError_t err = note(FAKE_cudaLaunchHostFunc, s, NULL, NULL, NULL, 0);
+    cudaError_t err = note(fn_id, s, NULL, NULL, NULL, 0);
     if (err == cudaSuccess && device_of(s) < 0)
         err = cudaErrorInvalidResourceHandle;
     if (err == cudaSuccess)
         fn(data);
     return err;
+}
+
+static cudaError_t f_cudaLaunchHostFunc(cudaStream_t s, cudaHostFn_t fn, void *data)
+{
+    return launch_host_as(FAKE_cudaLaunchHostFunc, s, fn, data);
 }
 
 static cudaError_t f_cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags)
@@ -405,6 +410,11 @@ static CUresult f_cuEventRecord(CUevent e, CUstream s)
 static CUresult f_cuEventSynchronize(CUevent e)
 {
     return cu(event_sync_as(FAKE_cuEventSynchronize, (cudaEvent_t)e));
+}
+
+static CUresult f_cuLaunchHostFunc(CUstream s, CUhostFn fn, void *data)
+{
+    return cu(launch_host_as(FAKE_cuLaunchHostFunc, (cudaStream_t)s, fn, data));
 }
 
 static const struct us_real_driver driver_table = {

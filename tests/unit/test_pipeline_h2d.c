@@ -19,6 +19,7 @@
 #include "log.h"
 #include "pipeline.h"
 #include "real.h"
+#include "spill.h"
 #include "staging.h"
 #include "streams.h"
 
@@ -107,11 +108,19 @@ static void test_h2d_events_on_the_streams_device(void **state)
     assert_int_equal(fake_cuda_event_device(fake_cuda.calls[rec].event), 1);
 }
 
+/* A non-blocking stream the shim saw made: one whose idleness it can tell. */
+static cudaStream_t known_stream(void)
+{
+    cudaStream_t s = fake_cuda_user_stream(0);
+    us_streams_note_created(s, 0, false);
+    return s;
+}
+
 static void test_h2d_larger_than_its_slots_waits_for_its_own_chunks(void **state)
 {
     (void)state;
     fake_cuda_config(SLOT, 2, 8 * SLOT); /* a copy claims at most 4 slots */
-    cudaStream_t s = fake_cuda_user_stream(0);
+    cudaStream_t s = known_stream(); /* idle: waiting for its own chunks waits for nothing else */
     cudaError_t result;
     assert_true(h2d_checked(US_API_MEMCPY_ASYNC, 10 * SLOT, s, &result));
     assert_int_equal(result, cudaSuccess);
@@ -123,6 +132,94 @@ static void test_h2d_larger_than_its_slots_waits_for_its_own_chunks(void **state
         assert_true(rec < w);
         assert_ptr_equal(fake_cuda.calls[rec].event, fake_cuda.calls[w].event);
     }
+}
+
+static bool last_held;
+
+/* us_pipeline_h2d_held, its answer kept in last_held (the checked copy takes
+ * the pipelines' common signature) */
+static bool h2d_telling(const struct us_copy *c, const struct us_ctx *home, cudaError_t *result)
+{
+    return us_pipeline_h2d_held(c, home, result, &last_held);
+}
+
+static bool h2d_checked_telling(int api, size_t bytes, cudaStream_t stream, cudaError_t *result)
+{
+    last_held = true;
+    return fake_cuda_copy_checked(h2d_telling, api, bytes, stream, -1, 0, result);
+}
+
+/* Behind queued work, a copy larger than its slots returns without waiting:
+ * the bytes past the slots' first round are spilled, and a host function
+ * before each further chunk's transfer moves them into its slot. */
+static void test_h2d_behind_queued_work_spills_and_returns_without_waiting(void **state)
+{
+    (void)state;
+    fake_cuda_config(SLOT, 2, 8 * SLOT); /* a copy claims at most 4 slots */
+    cudaStream_t s = known_stream();
+    fake_cuda.streams_busy = true;
+    cudaError_t result = cudaErrorUnknown;
+    assert_true(h2d_checked_telling(US_API_MEMCPY_ASYNC, 10 * SLOT + 7, s, &result)); /* data checked */
+    assert_int_equal(result, cudaSuccess);
+    assert_false(last_held);
+    assert_int_equal(fake_cuda_host_waits(), 0);
+    assert_int_equal(fake_cuda_count(FAKE_cudaMemcpyAsync), 11);
+    assert_int_equal(fake_cuda_count(FAKE_cudaLaunchHostFunc), 7); /* chunks 4..10 */
+    /* each fed chunk: its host function on the user stream, then its transfer */
+    for (unsigned i = 0; i < 7; i++) {
+        int hf = fake_cuda_find(FAKE_cudaLaunchHostFunc, i);
+        int copy = fake_cuda_find(FAKE_cudaMemcpyAsync, 4 + i);
+        assert_true(hf < copy);
+        assert_true(fake_cuda_find(FAKE_cudaMemcpyAsync, 3 + i) < hf);
+        assert_ptr_equal(fake_cuda.calls[hf].stream, s);
+    }
+    assert_int_equal(us_spill_taken_bytes(), 0); /* every host function ran: the spill is back */
+    assert_true(us_spill_mapped_bytes() >= 6 * SLOT + 7);
+    us_spill_reset();
+}
+
+/* The same copy synchronous (it waits for the stream all the same), on an
+ * idle stream, or with spill_max 0: it cycles through its slots; only the
+ * last one, behind queued work, held its caller. */
+static void test_h2d_cycles_where_spilling_frees_nobody_or_is_off(void **state)
+{
+    (void)state;
+    fake_cuda_config(SLOT, 2, 8 * SLOT);
+    cudaStream_t s = known_stream();
+    cudaError_t result;
+    assert_true(h2d_checked_telling(US_API_MEMCPY_ASYNC, 10 * SLOT, s, &result)); /* idle */
+    assert_false(last_held);
+    fake_cuda.streams_busy = true;
+    assert_true(h2d_checked_telling(US_API_MEMCPY, 10 * SLOT, NULL, &result));
+    assert_false(last_held);
+    assert_int_equal(fake_cuda_count(FAKE_cudaLaunchHostFunc), 0);
+    struct us_config cfg = *us_config();
+    cfg.spill_max = 0;
+    us_config_set(&cfg);
+    unsigned waits = fake_cuda_host_waits();
+    assert_true(h2d_checked_telling(US_API_MEMCPY_ASYNC, 10 * SLOT, s, &result));
+    assert_int_equal(result, cudaSuccess);
+    assert_true(last_held);
+    assert_int_equal(fake_cuda_host_waits(), waits + 6);
+    assert_int_equal(fake_cuda_count(FAKE_cudaLaunchHostFunc), 0);
+    assert_int_equal(us_spill_mapped_bytes(), 0);
+}
+
+/* A host function the stream refused: the copy returns the error, and the
+ * spill goes back once the host functions enqueued before it have run. */
+static void test_h2d_refused_host_function_returns_error_and_the_spill(void **state)
+{
+    (void)state;
+    fake_cuda_config(SLOT, 2, 8 * SLOT);
+    cudaStream_t s = known_stream();
+    fake_cuda.streams_busy = true;
+    fake_cuda_fail(FAKE_cudaLaunchHostFunc, 2, 1, cudaErrorLaunchOutOfResources);
+    cudaError_t result = cudaSuccess;
+    assert_true(h2d_checked_telling(US_API_MEMCPY_ASYNC, 10 * SLOT, s, &result));
+    assert_int_equal(result, cudaErrorLaunchOutOfResources);
+    assert_int_equal(fake_cuda_count(FAKE_cudaMemcpyAsync), 5); /* no transfer after the refused one */
+    assert_int_equal(us_spill_taken_bytes(), 0);
+    us_spill_reset();
 }
 
 static void test_h2d_sync_api_returns_when_done(void **state)
@@ -270,6 +367,12 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_h2d_chunks_on_the_user_stream_without_host_wait, setup_warm, fake_cuda_teardown),
         cmocka_unit_test_setup_teardown(test_h2d_events_on_the_streams_device, setup, fake_cuda_teardown),
         cmocka_unit_test_setup_teardown(test_h2d_larger_than_its_slots_waits_for_its_own_chunks, setup_warm, fake_cuda_teardown),
+        cmocka_unit_test_setup_teardown(test_h2d_behind_queued_work_spills_and_returns_without_waiting, setup_warm,
+                                        fake_cuda_teardown),
+        cmocka_unit_test_setup_teardown(test_h2d_cycles_where_spilling_frees_nobody_or_is_off, setup_warm,
+                                        fake_cuda_teardown),
+        cmocka_unit_test_setup_teardown(test_h2d_refused_host_function_returns_error_and_the_spill, setup_warm,
+                                        fake_cuda_teardown),
         cmocka_unit_test_setup_teardown(test_h2d_sync_api_returns_when_done, setup_warm, fake_cuda_teardown),
         cmocka_unit_test_setup_teardown(test_h2d_no_free_slot_declines, setup, fake_cuda_teardown),
         cmocka_unit_test_setup_teardown(test_h2d_capture_declines, setup, fake_cuda_teardown),

@@ -1,0 +1,46 @@
+/* spill.h - ordinary host memory that holds the source bytes of a pageable
+ * H2D which its pinned slots could not take inside the call.
+ *
+ * A pageable H2D behind queued work must return once its source is read
+ * (docs/contract.md, host-side promises), and may not wait for the queue
+ * (case B). When the pool has fewer free pinned slots than the copy needs
+ * (the first copies of a size, while the grower thread pins more), the
+ * bytes the slots cannot take are copied here, at host-memory speed and on
+ * the copy threads, and fed into the slots later, in stream order, by host
+ * functions on the copy's stream (pipeline_h2d.c).
+ *
+ * Buffers are anonymous mappings (transparent huge pages advised, so that
+ * they fault in 2 MiB at a time; MADV_DONTFORK, so that a forked child
+ * shares none of them), bounded all together by option spill_max. A buffer
+ * given back is kept for the next spill (its pages are already in: a copy
+ * into kept memory runs at memcpy speed, one into new memory pays its page
+ * faults); kept buffers are unmapped only to make room for a larger one.
+ * Thread-safe; never on the hot path (only copies that spill come here);
+ * no CUDA calls, so a buffer may be given back from a host function. */
+#ifndef UNSTALL_SPILL_H
+#define UNSTALL_SPILL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+struct us_spill;
+
+/* A buffer of at least `bytes` (*out; its memory: us_spill_memory). false:
+ * spill_max would be passed, or the mapping failed (logged once each). */
+bool us_spill_take(size_t bytes, struct us_spill **out);
+
+/* The buffer's memory. */
+char *us_spill_memory(const struct us_spill *spill);
+
+/* Gives a buffer back (kept for the next spill). */
+void us_spill_give(struct us_spill *spill);
+
+/* Spill memory mapped now (taken and kept), and taken now: tests and the
+ * report. */
+size_t us_spill_mapped_bytes(void);
+size_t us_spill_taken_bytes(void);
+
+/* Tests: unmaps every kept buffer; taken ones must have been given back. */
+void us_spill_reset(void);
+
+#endif
