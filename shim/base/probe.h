@@ -30,6 +30,10 @@
     X(own_parts_done) /* the caller copied its last part of that job and waits for the rest */ \
     X(host_copied)    /* H2D: the first chunk in its slot; D2H: the first chunk copied out */  \
     X(issued)         /* the first chunk's DMA and its event queued */                          \
+    X(queue_known)    /* H2D short of slots: whether its stream has queued work known */          \
+    X(spill_taken)    /* and, behind queued work, its spill memory taken (spill.h) */            \
+    X(spilled)        /* H2D behind queued work: the bytes past its slots copied to the spill */ \
+    X(fed)            /* and the first host function that feeds a slot from it queued */        \
     X(waited)         /* the first wait for a chunk's event returned */                         \
     X(pipe_done)      /* the pipeline returned */                                               \
     X(site_taken)     /* the call-site walk returned */                                         \

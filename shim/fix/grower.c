@@ -49,6 +49,33 @@ static struct {
 static atomic_bool in_child;  /* after fork(): the thread does not exist here */
 static atomic_bool exiting;   /* the process is exiting: allocate nothing more */
 static atomic_ulong requests_done, slots_added;
+static atomic_uint copies_issuing; /* us_grower_yield_begin/_end */
+
+/* Longest a slot's allocation waits for copies being issued, and how often
+ * it looks: a program that copies without pause still gets its pool. */
+#define GROWER_YIELD_MAX_US 5000
+#define GROWER_YIELD_STEP_US 50
+
+void us_grower_yield_begin(void)
+{
+    atomic_fetch_add_explicit(&copies_issuing, 1, memory_order_relaxed);
+}
+
+void us_grower_yield_end(void)
+{
+    atomic_fetch_sub_explicit(&copies_issuing, 1, memory_order_relaxed);
+}
+
+/* Before a slot's allocation: lets the copies being issued now finish
+ * issuing first (grower.h says why), GROWER_YIELD_MAX_US at most. */
+static void yield_to_copies(void)
+{
+    struct timespec step = {0, GROWER_YIELD_STEP_US * 1000L};
+    for (unsigned waited = 0; waited < GROWER_YIELD_MAX_US &&
+                              atomic_load_explicit(&copies_issuing, memory_order_relaxed) > 0;
+         waited += GROWER_YIELD_STEP_US)
+        nanosleep(&step, NULL);
+}
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 static int logged_start, logged_set_device;
 
@@ -129,6 +156,7 @@ static void work(const struct grow_request *r, int *current, bool *relaxed)
         return;
     unsigned missing = r->pool->missing(r->slot_bytes, r->count);
     for (unsigned i = 0; i < missing && !atomic_load(&exiting); i++) {
+        yield_to_copies();
         if (!r->pool->add_free(r->slot_bytes))
             break; /* pinned_max or a failed allocation, logged once by the pool */
         atomic_fetch_add(&slots_added, 1);

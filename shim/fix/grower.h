@@ -42,6 +42,18 @@ struct us_grower_pool {
  * the caller decides without it. */
 bool us_grower_request(const struct us_grower_pool *pool, int device, size_t slot_bytes, unsigned count);
 
+/* Brackets a copy being issued (a pageable H2D's pipeline): the grower
+ * starts no allocation meanwhile, for 5 ms at most per slot. Its allocation
+ * holds the driver, which each of the copy's CUDA calls then waits for, and
+ * faults in fresh pages, as the copy's spill does (spill.h): measured on an
+ * H100 host, a process's first 16 MiB copy behind a kernel, with the grower
+ * pinning 8 MiB slots beside it, spent 0.5 ms in its capture checks and 1.5
+ * ms in one stream query, and spilled 248 MiB at 8.6 GB/s where new memory
+ * takes 19.7 GB/s on 8 threads (tools/bench/freshcopy.c). Two relaxed
+ * atomics per copy. */
+void us_grower_yield_begin(void);
+void us_grower_yield_end(void);
+
 /* Tests: waits until every request so far has been worked through. */
 void us_grower_wait_idle(void);
 

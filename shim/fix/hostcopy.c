@@ -332,7 +332,7 @@ US_HOT void us_hostcopy_expect(size_t bytes)
     pthread_mutex_unlock(&pool.mu);
 }
 
-static void hostcopy(void *dst, const void *src, size_t bytes, bool streaming)
+static void hostcopy(void *dst, const void *src, size_t bytes, bool streaming, size_t part_min)
 {
     if (bytes == 0)
         return;
@@ -350,6 +350,8 @@ static void hostcopy(void *dst, const void *src, size_t bytes, bool streaming)
     size_t nparts = (bytes + HC_PART_BYTES - 1) / HC_PART_BYTES;
     size_t part = (bytes + nparts - 1) / nparts;
     part = (part + HC_PART_ALIGN - 1) / HC_PART_ALIGN * HC_PART_ALIGN;
+    if (part < part_min)
+        part = part_min;
     struct hc_job job = {
         .dst = dst,
         .src = src,
@@ -394,12 +396,17 @@ static void hostcopy(void *dst, const void *src, size_t bytes, bool streaming)
 
 US_HOT void us_hostcopy(void *dst, const void *src, size_t bytes)
 {
-    hostcopy(dst, src, bytes, false);
+    hostcopy(dst, src, bytes, false, 0);
 }
 
 void us_hostcopy_to_staging(void *dst, const void *src, size_t bytes)
 {
-    hostcopy(dst, src, bytes, true);
+    hostcopy(dst, src, bytes, true, 0);
+}
+
+void us_hostcopy_to_fresh(void *dst, const void *src, size_t bytes)
+{
+    hostcopy(dst, src, bytes, true, US_HOSTCOPY_FRESH_PART);
 }
 
 /* The kernel's transparent huge page size, 0 where the advice would do

@@ -51,23 +51,24 @@
 #include "pipeline.h"
 
 #include <stdatomic.h>
-#include <stdlib.h>
 
 #include "classify.h"
 #include "config.h"
+#include "grower.h"
 #include "hostcopy.h"
 #include "log.h"
 #include "pipeline_common.h"
 #include "probe.h"
 #include "spill.h"
 
-static int logged_idle_native, logged_feed_oom;
+static int logged_idle_native;
 
 /* The spilled part of one copy, and a host function's argument per chunk
  * that is fed from it. The issuing call holds one reference and every host
  * function it enqueued one; the last to let go gives the spill back. A host
  * function that never runs (CUDA skips them in a failed context) keeps its
- * reference: that spill stays taken, within spill_max. */
+ * reference: that spill stays taken, within spill_max. The feed and its
+ * chunks live in the spill, past the spilled bytes. */
 struct feed;
 struct feed_chunk {
     struct feed *feed;
@@ -84,10 +85,8 @@ struct feed {
 
 static void feed_put(struct feed *f)
 {
-    if (atomic_fetch_sub(&f->refs, 1) == 1) {
-        us_spill_give(f->spill);
-        free(f);
-    }
+    if (atomic_fetch_sub(&f->refs, 1) == 1)
+        us_spill_give(f->spill); /* the feed with it */
 }
 
 /* A host function on the user stream: the chunk's bytes into its slot. No
@@ -122,18 +121,20 @@ static struct feed *feed_for(struct us_pipe *p, const struct us_copy *c, const s
 {
     size_t least, room = slots_room(s, &least);
     *behind_queue = room < c->bytes && !us_copy_is_sync(c) && !us_pipe_stream_idle(p);
+    US_PROBE_STAMP(queue_known);
     if (!*behind_queue || us_config()->spill_max == 0)
         return NULL;
+    /* the feed lives in the spill, past its bytes: no malloc, which may
+     * grow the heap and wait, as an mmap does, for the grower's page
+     * population (1.4 ms on an H100 host) */
     size_t chunks = (c->bytes - room) / least + 1;
-    struct feed *f = malloc(sizeof *f + chunks * sizeof f->chunk[0]);
-    if (f == NULL) {
-        us_log_once(&logged_feed_oom, US_LOG_WARN, "out of memory for a spilled copy's bookkeeping");
+    size_t at = (c->bytes - room + _Alignof(struct feed) - 1) / _Alignof(struct feed) * _Alignof(struct feed);
+    struct us_spill *spill;
+    if (!us_spill_take(at + sizeof(struct feed) + chunks * sizeof(struct feed_chunk), &spill))
         return NULL;
-    }
-    if (!us_spill_take(c->bytes - room, &f->spill)) {
-        free(f);
-        return NULL;
-    }
+    US_PROBE_STAMP(spill_taken);
+    struct feed *f = (struct feed *)(us_spill_memory(spill) + at);
+    f->spill = spill;
     atomic_init(&f->refs, 1);
     f->spilled_from = room;
     return f;
@@ -158,8 +159,10 @@ static cudaError_t fill_chunk(struct us_pipe *p, const struct us_copy *c, struct
         return cudaSuccess;
     }
     char *spill = us_spill_memory(feed->spill);
-    if (i == s->n) /* the rest of the source, once; read again only by the host functions */
-        us_hostcopy_to_staging(spill, (const char *)c->src + off, c->bytes - off);
+    if (i == s->n) { /* the rest of the source, once; read again only by the host functions */
+        us_hostcopy_to_fresh(spill, (const char *)c->src + off, c->bytes - off);
+        US_PROBE_STAMP(spilled);
+    }
     struct feed_chunk *fc = &feed->chunk[i - s->n];
     *fc = (struct feed_chunk){.feed = feed, .slot = s->slot[k]->ptr, .from = spill + (off - feed->spilled_from),
                               .len = len};
@@ -167,8 +170,11 @@ static cudaError_t fill_chunk(struct us_pipe *p, const struct us_copy *c, struct
     cudaError_t err = us_pipe_host_func(p, feed_chunk, fc);
     if (err != cudaSuccess)
         atomic_fetch_sub(&feed->refs, 1);
+    US_PROBE_STAMP(fed);
     return err;
 }
+
+static bool issue(const struct us_copy *c, const struct us_ctx *home, cudaError_t *result, bool *held);
 
 bool us_pipeline_h2d_held(const struct us_copy *c, const struct us_ctx *home, cudaError_t *result, bool *held)
 {
@@ -178,6 +184,14 @@ bool us_pipeline_h2d_held(const struct us_copy *c, const struct us_ctx *home, cu
      * slots, where the native copy from pinned memory would return at once */
     if (c->src_mem.remembered && !us_classify_confirm_pageable(c->src))
         return false;
+    us_grower_yield_begin();
+    bool done = issue(c, home, result, held);
+    us_grower_yield_end();
+    return done;
+}
+
+static bool issue(const struct us_copy *c, const struct us_ctx *home, cudaError_t *result, bool *held)
+{
     struct us_pipe p;
     if (!us_pipe_begin(&p, c, home))
         return false;

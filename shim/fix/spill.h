@@ -9,14 +9,14 @@
  * the copy threads, and fed into the slots later, in stream order, by host
  * functions on the copy's stream (pipeline_h2d.c).
  *
- * Buffers are anonymous mappings (transparent huge pages advised, so that
- * they fault in 2 MiB at a time; MADV_DONTFORK, so that a forked child
- * shares none of them), bounded all together by option spill_max. A buffer
- * given back is kept for the next spill (its pages are already in: a copy
- * into kept memory runs at memcpy speed, one into new memory pays its page
- * faults); kept buffers are unmapped only to make room for a larger one.
- * Thread-safe; never on the hot path (only copies that spill come here);
- * no CUDA calls, so a buffer may be given back from a host function. */
+ * Buffers come from one region of address space of option spill_max bytes
+ * (transparent huge pages advised, so that they fault in 2 MiB at a time;
+ * MADV_DONTFORK, so that a forked child shares none of it), reserved once:
+ * the memory it costs is what spills have written, spill_max at most, and
+ * stays with the process (a copy into memory already in runs at memcpy
+ * speed, one into new memory pays its page faults). Thread-safe; never on
+ * the hot path (only copies that spill come here); no CUDA calls, so a
+ * buffer may be given back from a host function. */
 #ifndef UNSTALL_SPILL_H
 #define UNSTALL_SPILL_H
 
@@ -24,6 +24,12 @@
 #include <stddef.h>
 
 struct us_spill;
+
+/* Reserves the region now (after the program's first device allocation,
+ * us_staging_warm), so that no spill maps memory, and faults in its first
+ * `warm_bytes` (rounded up to 2 MiB), so that the first spills write
+ * memory already in; nothing when spill_max is 0. */
+void us_spill_reserve(size_t warm_bytes);
 
 /* A buffer of at least `bytes` (*out; its memory: us_spill_memory). false:
  * spill_max would be passed, or the mapping failed (logged once each). */
@@ -35,12 +41,12 @@ char *us_spill_memory(const struct us_spill *spill);
 /* Gives a buffer back (kept for the next spill). */
 void us_spill_give(struct us_spill *spill);
 
-/* Spill memory mapped now (taken and kept), and taken now: tests and the
- * report. */
+/* Spill memory carved from the region so far (taken and kept), and taken
+ * now: tests. */
 size_t us_spill_mapped_bytes(void);
 size_t us_spill_taken_bytes(void);
 
-/* Tests: unmaps every kept buffer; taken ones must have been given back. */
+/* Tests: unmaps the region; every buffer must have been given back. */
 void us_spill_reset(void);
 
 #endif

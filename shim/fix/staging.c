@@ -23,6 +23,7 @@
 #include "ondevice.h"
 #include "prefault.h"
 #include "real.h"
+#include "spill.h"
 #include "state.h"
 
 struct block {
@@ -436,6 +437,15 @@ static unsigned warm_sizes(size_t budget, size_t *sizes, unsigned cap)
  * is a guess). It reads up to 4 bytes of the program's new allocation and
  * writes nothing of it; 70 us, once, beside the allocation that made the
  * context (200 ms). Any failure: nothing more is tried. */
+static void CUDART_CB no_op(void *arg)
+{
+    (void)arg;
+}
+
+/* ... and, where pageable H2D copies are rewritten, one host function that
+ * does nothing: the process's first cudaLaunchHostFunc took 230 us on an
+ * H100 host (the driver starts the thread that runs them), which a spilled
+ * copy (pipeline_h2d.c) paid inside its call. */
 static void first_dma(void *slot, const void *device_bytes, size_t size)
 {
     const struct us_real_api *real = us_real();
@@ -444,6 +454,8 @@ static void first_dma(void *slot, const void *device_bytes, size_t size)
     cudaStream_t stream;
     if (real->cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess)
         return;
+    if (us_config()->fix_h2d)
+        (void)real->cudaLaunchHostFunc(stream, no_op, NULL);
     if (real->cudaMemcpyAsync(slot, device_bytes, size < 4 ? size : 4, cudaMemcpyDeviceToHost, stream) ==
         cudaSuccess)
         (void)real->cudaStreamSynchronize(stream);
@@ -459,6 +471,8 @@ void us_staging_warm(const void *device_bytes, size_t size)
     const struct us_real_api *real = us_real();
     if (!cfg->fix || (!cfg->fix_d2h && !cfg->fix_h2d) || us_real_missing_for_rewrite(real) != NULL)
         return;
+    if (cfg->fix_h2d) /* as much ordinary memory, faulted in, for the first spills (spill.h) */
+        us_spill_reserve(cfg->warm_pinned);
     size_t sizes[US_STAGING_MAX_CLAIM];
     size_t budget = cfg->warm_pinned < cfg->pinned_max / 2 ? cfg->warm_pinned : cfg->pinned_max / 2;
     unsigned n = warm_sizes(budget, sizes, US_STAGING_MAX_CLAIM);
