@@ -35,10 +35,30 @@ class Row:
     get(runs) -> (value or None, label context row); value is a number, or a
     string for yes/no outcomes. better: 'higher', 'lower' or 'text'."""
 
-    def __init__(self, label, get, unit, better, target=None, target_text="-", scale=1.0, shows=""):
+    def __init__(self, label, get, unit, better, target=None, target_text="-", scale=1.0, shows="",
+                 target_from=None):
         self.label, self.get, self.unit, self.better = label, get, unit, better
         self.target, self.target_text, self.scale = target, target_text, scale
         self.shows = shows  # make demo's "what it shows"
+        # target_from(runs) -> (target, target_text): a target that derives
+        # from another figure of the same run (the host's copy bandwidth)
+        self.target_from = target_from
+
+
+def first_use_bound(test):
+    """The first-use rows' target: a caller that must read its whole source
+    before it returns needs bytes / the host's copy bandwidth (case B's
+    host_copy test, the same run); 1.25 times that plus 0.1 ms."""
+    def target_from(runs):
+        r = runs.get("case_b")
+        host = num(r.row("B", "host_copy"), "gbps") if r else None
+        x = r.row("B", test) if r else None
+        n = num(x, "bytes") if x is not None else None
+        if not host or not n:
+            return None, "-"
+        bound_ms = 1.25 * n / (host * 1e9) * 1e3 + 0.1
+        return (lambda v: v <= bound_ms), f"<= {bound_ms:.2f}"
+    return target_from
 
 
 def field(run, case, test, key, agg=None, tests=None):
@@ -110,6 +130,15 @@ def rows():
             field("case_b", "B", "held_large", "held_ms"), "ms", "lower", lambda v: v < 40, "< 40"),
         Row(lambda x: f"B: {mib(x)} pageable H2D throughput", field("case_b", "B", "throughput", "gbps"), "GB/s",
             "higher", lambda v: v >= 15, ">= 15"),
+    ] + [
+        Row((lambda t: lambda x: f"B: a process's first {mib(x)} pageable H2D behind a {kms(x)} kernel (the copy "
+             "once on the idle stream first, nothing else before it), caller held")(test),
+            field("case_b", "B", test, "held_ms"), "ms", "lower", target_from=first_use_bound(test))
+        for test in ("first_use_small", "first_use_large")
+    ] + [
+        Row(lambda x: f"B: the host's copy bandwidth, {mib(x)} into mapped memory on "
+            f"{x.get('threads', '?') if x else '?'} threads", field("case_b", "B", "host_copy", "gbps"), "GB/s",
+            "higher"),
         Row(lambda x: f"C: {mib(x)} pageable D2H throughput", field("case_c", "C", "throughput", "gbps"), "GB/s",
             "higher", lambda v: v >= 25, ">= 25"),
         Row(lambda x: f"C: {mib(x)} pageable D2H throughput into fresh memory",
@@ -212,6 +241,8 @@ def table(native, shim):
             ratio = "-"
         else:
             ratio = f"{sv / nv:.2f}" if nv else "-"
+        if row.target_from is not None:
+            row.target, row.target_text = row.target_from(shim)
         if row.target is None or sv is None:
             met = "-"
         else:
