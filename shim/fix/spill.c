@@ -160,20 +160,22 @@ void us_spill_give(struct us_spill *spill)
     pthread_mutex_unlock(&spills.mu);
 }
 
-size_t us_spill_mapped_bytes(void)
+static size_t read_locked(const size_t *counter)
 {
     pthread_mutex_lock(&spills.mu);
-    size_t bytes = spills.carved;
+    size_t bytes = *counter;
     pthread_mutex_unlock(&spills.mu);
     return bytes;
 }
 
+size_t us_spill_carved_bytes(void)
+{
+    return read_locked(&spills.carved);
+}
+
 size_t us_spill_taken_bytes(void)
 {
-    pthread_mutex_lock(&spills.mu);
-    size_t bytes = spills.taken;
-    pthread_mutex_unlock(&spills.mu);
-    return bytes;
+    return read_locked(&spills.taken);
 }
 
 void us_spill_reset(void)

@@ -43,7 +43,7 @@ void us_spill_give(struct us_spill *spill);
 
 /* Spill memory carved from the region so far (taken and kept), and taken
  * now: tests. */
-size_t us_spill_mapped_bytes(void);
+size_t us_spill_carved_bytes(void);
 size_t us_spill_taken_bytes(void);
 
 /* Tests: unmaps the region; every buffer must have been given back. */

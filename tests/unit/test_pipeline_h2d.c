@@ -174,7 +174,7 @@ static void test_h2d_behind_queued_work_spills_and_returns_without_waiting(void 
         assert_ptr_equal(fake_cuda.calls[hf].stream, s);
     }
     assert_int_equal(us_spill_taken_bytes(), 0); /* every host function ran: the spill is back */
-    assert_true(us_spill_mapped_bytes() >= 6 * SLOT + 7);
+    assert_true(us_spill_carved_bytes() >= 6 * SLOT + 7);
     us_spill_reset();
 }
 
@@ -202,7 +202,7 @@ static void test_h2d_cycles_where_spilling_frees_nobody_or_is_off(void **state)
     assert_true(last_held);
     assert_int_equal(fake_cuda_host_waits(), waits + 6);
     assert_int_equal(fake_cuda_count(FAKE_cudaLaunchHostFunc), 0);
-    assert_int_equal(us_spill_mapped_bytes(), 0);
+    assert_int_equal(us_spill_carved_bytes(), 0);
 }
 
 /* A host function the stream refused: the copy returns the error, and the
