@@ -160,7 +160,10 @@ static cudaError_t fill_chunk(struct us_pipe *p, const struct us_copy *c, struct
     }
     char *spill = us_spill_memory(feed->spill);
     if (i == s->n) { /* the rest of the source, once; read again only by the host functions */
-        us_hostcopy_to_fresh(spill, (const char *)c->src + off, c->bytes - off);
+        if (us_spill_fresh(feed->spill)) /* parts of whole huge pages: each faults in on one thread */
+            us_hostcopy_to_fresh(spill, (const char *)c->src + off, c->bytes - off);
+        else
+            us_hostcopy_to_staging(spill, (const char *)c->src + off, c->bytes - off);
         US_PROBE_STAMP(spilled);
     }
     struct feed_chunk *fc = &feed->chunk[i - s->n];

@@ -30,12 +30,14 @@ struct us_spill {
     struct us_spill *next; /* in the kept list */
     char *memory;
     size_t bytes;
+    bool fresh;            /* some of its pages are not in yet */
 };
 
 static struct {
     pthread_mutex_t mu;
     char *base;            /* the region, on a 2 MiB boundary; NULL: not reserved */
     size_t size, carved;   /* its bytes, and how far buffers were carved from it */
+    size_t touched;        /* how far its pages are in: warmed, or carved before (written by then) */
     bool reserve_failed;
     struct us_spill *kept; /* given back, pages in: reused first */
     size_t taken;
@@ -80,8 +82,15 @@ void us_spill_reserve(size_t warm_bytes)
     size_t size = spills.size;
     pthread_mutex_unlock(&spills.mu);
     warm_bytes = (warm_bytes + SPILL_ROUND - 1) / SPILL_ROUND * SPILL_ROUND;
-    if (reserved && warm_bytes > 0)
-        (void)us_prefault_range(base, warm_bytes < size ? warm_bytes : size, true);
+    if (!reserved || warm_bytes == 0)
+        return;
+    if (warm_bytes > size)
+        warm_bytes = size;
+    (void)us_prefault_range(base, warm_bytes, true);
+    pthread_mutex_lock(&spills.mu);
+    if (spills.touched < warm_bytes)
+        spills.touched = warm_bytes;
+    pthread_mutex_unlock(&spills.mu);
 }
 
 /* Under spills.mu: the smallest kept buffer of at least `bytes`, out of the list. */
@@ -115,8 +124,11 @@ static struct us_spill *carve_locked(size_t bytes)
     struct us_spill *s = malloc(sizeof *s);
     if (s == NULL)
         return NULL;
-    *s = (struct us_spill){.memory = spills.base + spills.carved, .bytes = bytes};
+    *s = (struct us_spill){.memory = spills.base + spills.carved, .bytes = bytes,
+                           .fresh = spills.carved + bytes > spills.touched};
     spills.carved += bytes;
+    if (spills.touched < spills.carved)
+        spills.touched = spills.carved;
     return s;
 }
 
@@ -150,11 +162,17 @@ char *us_spill_memory(const struct us_spill *spill)
     return spill->memory;
 }
 
+bool us_spill_fresh(const struct us_spill *spill)
+{
+    return spill->fresh;
+}
+
 void us_spill_give(struct us_spill *spill)
 {
     pthread_mutex_lock(&spills.mu);
     spills.taken -= spill->bytes;
     spills.outstanding--;
+    spill->fresh = false; /* written by its copy */
     spill->next = spills.kept;
     spills.kept = spill;
     pthread_mutex_unlock(&spills.mu);
@@ -189,7 +207,7 @@ void us_spill_reset(void)
     if (spills.base != NULL)
         munmap(spills.base, spills.size);
     spills.base = NULL;
-    spills.size = spills.carved = spills.taken = 0;
+    spills.size = spills.carved = spills.taken = spills.touched = 0;
     spills.outstanding = 0;
     spills.reserve_failed = false;
     logged_budget = logged_map = 0;

@@ -38,6 +38,10 @@ bool us_spill_take(size_t bytes, struct us_spill **out);
 /* The buffer's memory. */
 char *us_spill_memory(const struct us_spill *spill);
 
+/* Whether some of the buffer's pages are not in yet (memory never written
+ * before): the copy into it faults them in (us_hostcopy_to_fresh). */
+bool us_spill_fresh(const struct us_spill *spill);
+
 /* Gives a buffer back (kept for the next spill). */
 void us_spill_give(struct us_spill *spill);
 
