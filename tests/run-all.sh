@@ -65,6 +65,7 @@ suite layers python3 tests/common/run_unittest.py layers tests/layers
 [ -x tests/shim/run.sh ] && suite shim sh tests/shim/run.sh "$build"
 [ -x tests/detect/run.sh ] && suite detect sh tests/detect/run.sh "$build"
 [ -x tests/hang/run.sh ] && suite hang sh tests/hang/run.sh "$build"
+[ -d tests/endings ] && suite endings env BUILD="$build" python3 tests/common/run_unittest.py endings tests/endings
 [ -x tests/launcher/run.sh ] && suite launcher sh tests/launcher/run.sh "$build"
 [ -x tests/probe/run.sh ] && suite probe sh tests/probe/run.sh "$build"
 [ -x tests/driver/run.sh ] && suite driver sh tests/driver/run.sh "$build"

@@ -1,8 +1,10 @@
 /* at_exit.c - the report at exit, and the report layer's work at the shim's
- * start (state.h runs it once the configuration is loaded). */
+ * start (state.h runs it once the configuration is loaded): call-site
+ * capture set up, and the report's other endings taken (endings.h). */
 #include <dlfcn.h>
 #include <stdatomic.h>
 
+#include "endings.h"
 #include "findings.h"
 #include "log.h"
 #include "state.h"
@@ -15,6 +17,7 @@ static void start_findings(void)
 {
     if (us_findings_wanted())
         us_findings_prepare();
+    us_endings_start();
 }
 
 __attribute__((constructor)) static void register_start(void) { us_state_set_start_hook(start_findings); }
@@ -37,6 +40,7 @@ __attribute__((destructor)) static void report_at_exit(void)
     }
     if (bypass != 0)
         return;
+    us_endings_at_exit(); /* a termination signal's report ends the process with it */
     us_state_depth++;
     us_findings_report();
     us_log_at_exit();

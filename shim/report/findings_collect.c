@@ -117,7 +117,41 @@ fail:
     return NULL;
 }
 
-void us_findings_report(void)
+/* The JSON report at option report's path; false when not written (logged
+ * unless quiet: a snapshot that cannot be written says so once). */
+static bool save_json(struct us_report *r, bool quiet)
+{
+    static int logged_snapshot;
+    const struct us_config *cfg = us_config();
+    char path[sizeof r->json_path], not_written[512];
+    char *json = NULL;
+    const char *why = NULL;
+    enum us_report_save_result saved = US_REPORT_FAILED;
+    if (!us_expand_path(cfg->report, us_config_rank(), us_config_host(), path, sizeof path))
+        why = "the expanded path is too long";
+    else if ((json = us_report_json(r)) == NULL)
+        why = "out of memory";
+    else if ((saved = us_report_save(path, json, us_report_content_of(r), r->origin_real_ns, not_written,
+                                     sizeof not_written)) == US_REPORT_FAILED)
+        why = strerror(errno);
+    free(json);
+    if (saved == US_REPORT_SAVED) {
+        snprintf(r->json_path, sizeof r->json_path, "%s", path);
+        return true;
+    }
+    if (quiet) {
+        us_log_once(&logged_snapshot, US_LOG_WARN, "report: snapshot not written to \"%s\": %s", path,
+                    why != NULL ? why : not_written);
+        return false;
+    }
+    if (why == NULL)
+        us_log(US_LOG_WARN, "report: not written to \"%s\": %s", path, not_written);
+    else
+        us_log(US_LOG_WARN, "report: cannot write \"%s\" (%s)", cfg->report, why);
+    return false;
+}
+
+void us_findings_report_ended(int signal)
 {
     const struct us_config *cfg = us_config();
     if (cfg->mode == US_MODE_OFF || atomic_exchange(&reported, true))
@@ -127,26 +161,10 @@ void us_findings_report(void)
         us_log(US_LOG_WARN, "report: out of memory; no report");
         return;
     }
-    if (cfg->report[0] != '\0') {
-        char path[sizeof r->json_path], not_written[512];
-        char *json = NULL;
-        const char *why = NULL;
-        enum us_report_save_result saved = US_REPORT_FAILED;
-        if (!us_expand_path(cfg->report, us_config_rank(), us_config_host(), path, sizeof path))
-            why = "the expanded path is too long";
-        else if ((json = us_report_json(r)) == NULL)
-            why = "out of memory";
-        else if ((saved = us_report_save(path, json, us_report_content_of(r), r->origin_real_ns, not_written,
-                                         sizeof not_written)) == US_REPORT_FAILED)
-            why = strerror(errno);
-        if (saved == US_REPORT_SAVED)
-            snprintf(r->json_path, sizeof r->json_path, "%s", path);
-        else if (why == NULL)
-            us_log(US_LOG_WARN, "report: not written to \"%s\": %s", path, not_written);
-        else
-            us_log(US_LOG_WARN, "report: cannot write \"%s\" (%s)", cfg->report, why);
-        free(json);
-    }
+    r->end = signal != 0 ? US_REPORT_END_SIGNAL : US_REPORT_END_EXIT;
+    r->end_signal = signal;
+    if (cfg->report[0] != '\0')
+        (void)save_json(r, false);
     char *text = us_report_text(r, cfg->report_top);
     if (text != NULL)
         us_log_raw(text);
@@ -154,6 +172,25 @@ void us_findings_report(void)
         us_log(US_LOG_WARN, "report: out of memory; no report");
     free(text);
     us_report_free(r);
+}
+
+void us_findings_report(void)
+{
+    us_findings_report_ended(0);
+}
+
+bool us_findings_snapshot(void)
+{
+    const struct us_config *cfg = us_config();
+    if (cfg->mode == US_MODE_OFF || cfg->report[0] == '\0' || atomic_load(&reported))
+        return false;
+    struct us_report *r = us_findings_collect();
+    if (r == NULL)
+        return false;
+    r->end = US_REPORT_END_SNAPSHOT;
+    bool saved = !atomic_load(&reported) && save_json(r, true);
+    us_report_free(r);
+    return saved;
 }
 
 void us_findings_report_rearm(void) { atomic_store(&reported, false); }

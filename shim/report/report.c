@@ -243,6 +243,27 @@ const char us_report_driver_layer_reach[] =
 
 /* --- text ------------------------------------------------------------------------------- */
 
+/* "SIGTERM", or the number where the C library has no name for it. */
+static const char *sigabbrev_or_number(int sig, char *out, size_t size)
+{
+    const char *name = sigabbrev_np(sig);
+    if (name != NULL)
+        snprintf(out, size, "SIG%s", name);
+    else
+        snprintf(out, size, "signal %d", sig);
+    return out;
+}
+
+const char *us_report_end_name(enum us_report_end_how how)
+{
+    switch (how) {
+    case US_REPORT_END_SIGNAL: return "signal";
+    case US_REPORT_END_SNAPSHOT: return "snapshot";
+    case US_REPORT_END_EXIT: break;
+    }
+    return "exit";
+}
+
 char *us_report_text(const struct us_report *r, unsigned top)
 {
     struct buf b = { 0 };
@@ -255,8 +276,13 @@ char *us_report_text(const struct us_report *r, unsigned top)
     if (r->host[0] != '\0')
         snprintf(rank + strlen(rank), sizeof rank - strlen(rank), ", host %s", r->host);
     uint64_t ran = r->now_mono_ns > r->origin_mono_ns ? r->now_mono_ns - r->origin_mono_ns : 0;
-    buf_printf(&b, "%s---- unstall report: %s (pid %ld%s), mode %s, ran %s ----\n", pre, who, r->pid, rank,
-               r->mode != NULL ? r->mode : "?", us_report_time(ran, held, sizeof held));
+    char end[64] = "";
+    if (r->end == US_REPORT_END_SIGNAL)
+        snprintf(end, sizeof end, ", ended by %s", sigabbrev_or_number(r->end_signal, amount, sizeof amount));
+    else if (r->end == US_REPORT_END_SNAPSHOT)
+        snprintf(end, sizeof end, ", still running (snapshot)");
+    buf_printf(&b, "%s---- unstall report: %s (pid %ld%s), mode %s, ran %s%s ----\n", pre, who, r->pid, rank,
+               r->mode != NULL ? r->mode : "?", us_report_time(ran, held, sizeof held), end);
 
     if (r->driver_layer)
         buf_printf(&b, "%s%s\n", pre, us_report_driver_layer_reach);
@@ -445,6 +471,14 @@ char *us_report_json(const struct us_report *r)
     buf_printf(&b, "  \"clock\": {\"monotonic_ns\": %llu, \"realtime_ns\": %llu},\n",
                (unsigned long long)r->origin_mono_ns, (unsigned long long)r->origin_real_ns);
     buf_printf(&b, "  \"ended_ns\": %llu,\n", (unsigned long long)r->now_mono_ns);
+    char signame[32];
+    buf_printf(&b, "  \"end\": {\"how\": \"%s\", \"signal\": ", us_report_end_name(r->end));
+    if (r->end == US_REPORT_END_SIGNAL)
+        buf_json_string(&b, sigabbrev_or_number(r->end_signal, signame, sizeof signame));
+    else
+        buf_printf(&b, "null");
+    uint64_t at_real = r->origin_real_ns + (r->now_mono_ns - r->origin_mono_ns);
+    buf_printf(&b, ", \"realtime_ns\": %llu},\n", (unsigned long long)at_real);
 
     struct rule_total t[US_RULE_COUNT];
     int seen = rule_totals(r, t);

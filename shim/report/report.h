@@ -55,8 +55,18 @@ struct us_report_span {
     uint64_t start_ns, end_ns, bytes;
 };
 
+/* How the process's report came to be written (docs/findings.md, "how a
+ * process ended"). */
+enum us_report_end_how {
+    US_REPORT_END_EXIT,     /* the process exited (the report at exit) */
+    US_REPORT_END_SIGNAL,   /* a termination signal ended it (endings.h) */
+    US_REPORT_END_SNAPSHOT, /* it was running: a snapshot (option report_interval_s) */
+};
+
 struct us_report {
     long pid;
+    enum us_report_end_how end;
+    int end_signal;       /* US_REPORT_END_SIGNAL: the signal */
     char program[64];     /* /proc/self/comm */
     char cmdline[256];    /* the command line, arguments joined, shortened */
     char rank[16];        /* "" when no rank variable is set (us_config_rank) */
@@ -124,6 +134,9 @@ enum us_report_save_result us_report_save(const char *path, const char *text, en
 /* Byte and time amounts for people: "64.0 MiB", "512 B"; "12.3 ms", "1.23 s". */
 char *us_report_bytes(uint64_t bytes, char *out, size_t size);
 char *us_report_time(uint64_t ns, char *out, size_t size);
+
+/* "exit", "signal", "snapshot" */
+const char *us_report_end_name(enum us_report_end_how how);
 
 /* "legacy", "per-thread", "user" */
 const char *us_report_stream_kind_name(enum us_stream_kind kind);
