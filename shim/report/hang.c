@@ -1,8 +1,12 @@
 /* hang.c - see hang.h.
  *
- * A thread's record is written only by that thread, the watchdog reads it:
- * `gen` is odd while the thread rewrites the site, so a reader that sees it
- * change (or odd) skips that record this round. Host-function records live
+ * A thread's record is written only by that thread, the watchdog reads it.
+ * Entering a call costs a few stores: the call's number (`seq`), its stream
+ * and api; the watchdog notes when it first saw each call number inside a
+ * call, so that no clock is read on the way of a call (since when is known
+ * to a watch period). With hang_sites, the thread also captures its call
+ * site and the time: `gen` is odd while it rewrites them, so a reader that
+ * sees it change (or odd) skips that record this round. Host-function records live
  * in a list that only grows; one whose function returned is taken again by
  * a later launch (compare-and-swap on its state), so a program launching
  * host functions in a loop keeps a handful. */
@@ -26,16 +30,22 @@
 #include "state.h"
 #include "thread.h"
 
-#define WATCH_PERIOD_MS 200
+/* How often the watchdog looks: 200 ms for a limit of up to 10 s, else 1 s
+ * (the default limit, 60 s, needs no finer look). */
+#define WATCH_PERIOD_MS(limit_s) ((limit_s) <= 10 ? 200 : 1000)
 
 struct hang_thread {
     _Atomic(const char *) api; /* NULL: not inside a call */
+    _Atomic uint64_t seq;      /* calls entered: which call api is about */
+    _Atomic(cudaStream_t) stream;
+    _Atomic bool legacy;
+    /* hang_sites: */
     _Atomic uint64_t since_ns;
-    _Atomic unsigned gen; /* odd while the fields below change */
-    cudaStream_t stream;
-    bool legacy;
+    _Atomic unsigned gen; /* odd while the site changes */
     struct us_site site;
     long tid;
+    /* the watchdog's own: the call it last saw this thread in, and since when */
+    uint64_t seen_seq, seen_since_ns;
     struct hang_thread *next;
 };
 
@@ -55,14 +65,17 @@ static _Atomic(struct hang_thread *) threads;
 static _Atomic(struct hang_host_fn *) host_fns;
 static __thread struct hang_thread *self __attribute__((tls_model("initial-exec")));
 static atomic_int armed = -1; /* -1: not read from the configuration yet */
+static bool sites;             /* hang_sites, read when armed */
 static pthread_once_t watchdog_once = PTHREAD_ONCE_INIT;
 
 US_HOT bool us_hang_on(void)
 {
     int a = atomic_load_explicit(&armed, memory_order_relaxed);
     if (a < 0) {
-        a = us_config()->hang_report_s > 0;
-        atomic_store_explicit(&armed, a, memory_order_relaxed);
+        const struct us_config *cfg = us_config();
+        a = cfg->hang_report_s > 0 && cfg->mode != US_MODE_OFF;
+        sites = cfg->hang_sites;
+        atomic_store_explicit(&armed, a, memory_order_release);
     }
     return a != 0;
 }
@@ -110,17 +123,22 @@ void us_hang_describe(uint64_t hung_for_ns, char *out, size_t size)
     for (struct hang_thread *t = atomic_load(&threads); t != NULL; t = t->next) {
         unsigned g0 = atomic_load_explicit(&t->gen, memory_order_acquire);
         const char *api = atomic_load_explicit(&t->api, memory_order_acquire);
-        uint64_t since = atomic_load_explicit(&t->since_ns, memory_order_acquire);
+        uint64_t seq = atomic_load_explicit(&t->seq, memory_order_acquire);
         if (api == NULL || (g0 & 1u) != 0)
             continue;
-        char site[1024], stream[64];
-        us_callsite_line_source(&t->site, 6, site, sizeof site);
-        cudaStream_t s = t->stream;
-        bool legacy = t->legacy;
-        if (atomic_load_explicit(&t->gen, memory_order_acquire) != g0)
+        uint64_t since = sites ? atomic_load_explicit(&t->since_ns, memory_order_acquire)
+                         : seq == t->seen_seq ? t->seen_since_ns : now;
+        char site[1024] = "", stream[64];
+        if (sites)
+            us_callsite_line_source(&t->site, 6, site, sizeof site);
+        cudaStream_t s = atomic_load_explicit(&t->stream, memory_order_relaxed);
+        bool legacy = atomic_load_explicit(&t->legacy, memory_order_relaxed);
+        if (atomic_load_explicit(&t->gen, memory_order_acquire) != g0 ||
+            atomic_load_explicit(&t->seq, memory_order_acquire) != seq)
             continue; /* it left the call meanwhile */
-        append(out, size, &len, "  thread %ld: %s on %s, for %.1f s, at %s\n", t->tid, api,
-               stream_text(s, legacy, stream, sizeof stream), (double)(now - since) / 1e9, site);
+        append(out, size, &len, "  thread %ld: %s on %s, for %.1f s%s%s\n", t->tid, api,
+               stream_text(s, legacy, stream, sizeof stream), (double)(now - since) / 1e9, sites ? ", at " : "",
+               site);
         legacy_waiter |= legacy;
         launch_waiter |= strstr(api, "Launch") != NULL;
     }
@@ -136,12 +154,14 @@ void us_hang_describe(uint64_t hung_for_ns, char *out, size_t size)
         us_callsite_symbolize_source((const char *)(uintptr_t)h->fn + 1, &fr);
         fr.offset = 0; /* the function itself, not a place in it */
         us_callsite_frame_text(&fr, fn, sizeof fn);
-        us_callsite_line_source(&h->site, 6, site, sizeof site);
+        site[0] = '\0';
+        if (sites)
+            us_callsite_line_source(&h->site, 6, site, sizeof site);
         if (running == 1)
             append(out, size, &len, "Host functions running (cudaLaunchHostFunc):\n");
-        append(out, size, &len, "  %s on %s, running for %.1f s, launched at %s\n", fn,
+        append(out, size, &len, "  %s on %s, running for %.1f s%s%s\n", fn,
                stream_text(h->stream, false, stream, sizeof stream),
-               (double)(now - atomic_load(&h->started_ns)) / 1e9, site);
+               (double)(now - atomic_load(&h->started_ns)) / 1e9, sites ? ", launched at " : "", site);
     }
     append(out, size, &len, "Likely cause: ");
     if (running > 0) {
@@ -178,14 +198,22 @@ void us_hang_describe(uint64_t hung_for_ns, char *out, size_t size)
 static void *watchdog(void *arg)
 {
     (void)arg;
-    uint64_t limit = (uint64_t)us_config()->hang_report_s * 1000000000ull;
-    struct timespec period = {0, WATCH_PERIOD_MS * 1000000L};
+    unsigned limit_s = us_config()->hang_report_s;
+    uint64_t limit = (uint64_t)limit_s * 1000000000ull;
+    struct timespec period = {WATCH_PERIOD_MS(limit_s) / 1000, (WATCH_PERIOD_MS(limit_s) % 1000) * 1000000L};
     for (;;) {
         nanosleep(&period, NULL);
         uint64_t now = us_now_ns(), oldest = 0;
         for (struct hang_thread *t = atomic_load(&threads); t != NULL; t = t->next) {
-            uint64_t since = atomic_load_explicit(&t->since_ns, memory_order_acquire);
-            if (atomic_load_explicit(&t->api, memory_order_acquire) != NULL && now > since && now - since > oldest)
+            uint64_t seq = atomic_load_explicit(&t->seq, memory_order_acquire);
+            if (atomic_load_explicit(&t->api, memory_order_acquire) == NULL)
+                continue;
+            if (seq != t->seen_seq) { /* a call not seen before: it began within the last period */
+                t->seen_seq = seq;
+                t->seen_since_ns = now;
+            }
+            uint64_t since = sites ? atomic_load_explicit(&t->since_ns, memory_order_acquire) : t->seen_since_ns;
+            if (now > since && now - since > oldest)
                 oldest = now - since;
         }
         if (oldest < limit)
@@ -235,17 +263,23 @@ US_HOT void us_hang_enter(struct us_hang_mark *m, const char *api, cudaStream_t 
     m->on = false;
     if (!us_hang_on())
         return;
-    pthread_once(&watchdog_once, start_watchdog);
-    struct hang_thread *t = my_record();
+    struct hang_thread *t = self;
+    if (__builtin_expect(t == NULL, 0)) { /* this thread's first watched call */
+        pthread_once(&watchdog_once, start_watchdog);
+        t = my_record();
+    }
     if (t == NULL || atomic_load_explicit(&t->api, memory_order_relaxed) != NULL)
         return; /* nested (a copy inside a watched call): the outer call stands */
-    atomic_fetch_add_explicit(&t->gen, 1, memory_order_acq_rel); /* odd: changing */
-    t->stream = stream;
-    t->legacy = legacy;
-    us_site_capture(&t->site);
-    atomic_store_explicit(&t->since_ns, us_now_ns(), memory_order_release);
+    atomic_store_explicit(&t->stream, stream, memory_order_relaxed);
+    atomic_store_explicit(&t->legacy, legacy, memory_order_relaxed);
+    atomic_store_explicit(&t->seq, atomic_load_explicit(&t->seq, memory_order_relaxed) + 1, memory_order_relaxed);
+    if (sites) {
+        atomic_fetch_add_explicit(&t->gen, 1, memory_order_acq_rel); /* odd: changing */
+        us_site_capture(&t->site);
+        atomic_store_explicit(&t->since_ns, us_now_ns(), memory_order_release);
+        atomic_fetch_add_explicit(&t->gen, 1, memory_order_acq_rel); /* even: readable */
+    }
     atomic_store_explicit(&t->api, api, memory_order_release);
-    atomic_fetch_add_explicit(&t->gen, 1, memory_order_acq_rel); /* even: readable */
     m->on = true;
 }
 
@@ -254,7 +288,6 @@ US_HOT void us_hang_leave(struct us_hang_mark *m)
     if (!m->on)
         return;
     atomic_store_explicit(&self->api, NULL, memory_order_release);
-    atomic_fetch_add_explicit(&self->gen, 2, memory_order_acq_rel);
     m->on = false;
 }
 
@@ -300,7 +333,8 @@ bool us_hang_wrap_host_fn(cudaHostFn_t fn, void *data, cudaStream_t stream, cuda
     h->fn = fn;
     h->data = data;
     h->stream = stream;
-    us_site_capture(&h->site);
+    if (sites)
+        us_site_capture(&h->site);
     *out_fn = host_fn_trampoline;
     *out_data = h;
     return true;

@@ -1,5 +1,5 @@
 #!/bin/sh
-# The hang explainer (option hang_report_s, shim/report/hang.c) on the
+# The hang explainer (options hang_report_s, hang_sites; shim/report/hang.c) on the
 # simulated runtime: seed 004's deadlock (case_c_pageable_d2h seed004: a D2H
 # on the legacy stream waits behind a host function that waits for another
 # thread, whose kernel launch waits for the legacy stream) with the shim
@@ -25,25 +25,45 @@ run() { # name, env...
     echo $? >"$out/$name.rc"
 }
 
-# the hang, explained: both threads' calls with their sites, the host
-# function by name, the cause and the fixes
-run explained UNSTALL_FIX=0 UNSTALL_HANG_REPORT_S=1
-err=$out/explained.err
-missing=""
-for want in "hang: a CUDA call has not returned" "cudaMemcpyAsync on the legacy default stream" \
-    "case_c_pageable_d2h.c:216" "cudaLaunchKernel on stream" "seed_thread_main" \
-    "Host functions running" "block_op_host_fn" "Likely cause: a host function" "eager_modules=1" \
-    "cudaStreamNonBlocking"; do
-    grep -q -F "$want" "$err" || missing="$missing [$want]"
-done
-if [ -z "$missing" ]; then pass explained; else fail explained "missing:$missing; $(grep -c . "$err") lines"; fi
-n=$(grep -c "hang: a CUDA call has not returned" "$err")
+# what every explanation says: both threads' calls, the host function by
+# name, the cause and the fixes
+explains() { # name, err file, extra wanted strings...
+    name=$1 err=$2
+    shift 2
+    missing=""
+    for want in "hang: a CUDA call has not returned" "cudaMemcpyAsync on the legacy default stream" \
+        "cudaLaunchKernel on stream" "Host functions running" "block_op_host_fn" "Likely cause: a host function" \
+        "eager_modules=1" "cudaStreamNonBlocking" "$@"; do
+        grep -q -F "$want" "$err" || missing="$missing [$want]"
+    done
+    if [ -z "$missing" ]; then pass "$name"; else fail "$name" "missing:$missing; $(grep -c . "$err") lines"; fi
+}
+
+# with hang_sites, each call's site too
+run explained UNSTALL_FIX=0 UNSTALL_HANG_REPORT_S=1 UNSTALL_HANG_SITES=1
+explains explained "$out/explained.err" "case_c_pageable_d2h.c:216" "seed_thread_main"
+n=$(grep -c "hang: a CUDA call has not returned" "$out/explained.err")
 if [ "$n" = 1 ]; then pass explained_once; else fail explained_once "$n explanations"; fi
 
-# off by default: the same hang, nothing said
-run silent UNSTALL_FIX=0
-if grep -q "hang:" "$out/silent.err"; then fail off_by_default "$(grep -m1 'hang:' "$out/silent.err")"
-else pass off_by_default; fi
+# without: the same, and no site captured
+run explained_no_sites UNSTALL_FIX=0 UNSTALL_HANG_REPORT_S=1
+explains explained_no_sites "$out/explained_no_sites.err"
+if grep -q "case_c_pageable_d2h.c:216" "$out/explained_no_sites.err"; then
+    fail no_sites_by_default "a site was named: $(grep -m1 'case_c_pageable_d2h.c:216' "$out/explained_no_sites.err")"
+else pass no_sites_by_default; fi
+
+# on by default: the same hang, explained after hang_report_s' default (60 s)
+# with nothing set; the scenario's own watchdog ends it at 64 s
+if [ "${HANG_DEFAULT_TEST:-1}" = 1 ]; then
+    env SCN_C_DEADLOCK_S=64 LD_PRELOAD="$preload" UNSTALL_FIX=0 timeout -k 5 120 "$prog" seed004 \
+        >"$out/default.out" 2>"$out/default.err"
+    explains explained_by_default "$out/default.err" "for 6"
+fi
+
+# off: the same hang, nothing said
+run silent UNSTALL_FIX=0 UNSTALL_HANG_REPORT_S=0
+if grep -q "hang:" "$out/silent.err"; then fail off_when_0 "$(grep -m1 'hang:' "$out/silent.err")"
+else pass off_when_0; fi
 
 # a program that does not hang is not explained (the shim removes this one)
 run completes UNSTALL_HANG_REPORT_S=1
