@@ -642,6 +642,9 @@ def case_ddp(args):
         if step == warmup:
             dist.barrier()
             t0 = time.perf_counter()
+        if args.fail_at and rank == 1 and step == args.fail_at:
+            # a rank that fails: torchrun then ends the other one with SIGTERM
+            raise RuntimeError(f"rank 1 fails on purpose at step {step}")
         xb = torch.randn(1024, 1024, generator=cpu_g)  # 4 MiB pageable batch
         yb = F.one_hot(torch.randint(0, 10, (1024,), generator=cpu_g), 10).float()
         out = model(xb.to(dev, non_blocking=True))
@@ -709,6 +712,7 @@ def main():
     ap.add_argument("case", choices=sorted(CASES))
     ap.add_argument("--pin", type=int, default=0, help="cnn: pin_memory")
     ap.add_argument("--steps", type=int, default=0, help="train, cnn, ddp: steps measured")
+    ap.add_argument("--fail-at", type=int, default=0, help="ddp: rank 1 raises at this step (0: never)")
     ap.add_argument("--seconds", type=float, default=0.0, help="seed002: how long the threads run")
     ap.add_argument("--profile", type=int, default=0,
                     help="cnn: also where each measured step's time goes (mean ms of each part)")

@@ -35,7 +35,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 CASES_PY = os.path.join(HERE, "cases.py")
 LAUNCHER = os.path.join(ROOT, "tools", "unstall")
 REPORT_TOOL = os.path.join(ROOT, "tools", "unstall-report")
-ALL = ["copies", "dataloader", "train", "graph", "seed002", "cnn", "ddp", "strict", "pytest"]
+ALL = ["copies", "dataloader", "train", "graph", "seed002", "cnn", "ddp", "ddp_fail", "strict", "pytest"]
 
 
 class Run:
@@ -241,6 +241,38 @@ class Tester:
             if merged.returncode != 0 or got != [0, 1]:
                 extra.append(f"tools/unstall-report: exit {merged.returncode}, ranks {got}")
         self.compare("ddp", native, shimmed, extra)
+
+    def case_ddp_fail(self):
+        """The two-rank job whose rank 1 raises at step 100: torchrun ends rank 0
+        with SIGTERM. Every rank's report is there, and the merged view says how
+        each rank ended (rank 1 exited; rank 0 by SIGTERM, or exited where NCCL
+        failed it first)."""
+        count = self.gpu_count()
+        if count < 2:
+            self.skip("ddp_fail", f"{count} GPU: the two-process torchrun job needs two")
+            return
+        torchrun = [self.python, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+                    CASES_PY, "ddp", "--fail-at", "100"]
+        r = self.run("ddp_fail", "unstall", shim=True, cmd=torchrun)
+        problems = []
+        if r.rc == 0:
+            problems.append("the job succeeded, though rank 1 raised")
+        ranks = sorted(p for p in r.reports if re.search(r"unstall-\d+-\d+\.json$", p))
+        merged = subprocess.run([sys.executable, REPORT_TOOL, "--json", *ranks], capture_output=True, text=True)
+        try:
+            procs = json.loads(merged.stdout).get("processes", []) if ranks else []
+        except ValueError:
+            procs = []
+        ended = {p.get("rank"): p.get("ended") for p in procs}
+        path = os.path.join(self.out, "ddp-fail-merged-report.txt")
+        with open(path, "w") as f:
+            f.write(subprocess.run([sys.executable, REPORT_TOOL, *ranks], capture_output=True, text=True).stdout
+                    if ranks else "no rank report\n")
+        if sorted(ended) != [0, 1]:
+            problems.append(f"rank reports {[os.path.basename(p) for p in r.reports]}, 2 expected")
+        elif ended.get(1) != "exited" or ended.get(0) not in ("SIGTERM", "exited"):
+            problems.append(f"how the ranks ended: {ended}")
+        self.verdict("ddp_fail", problems, f"ranks ended: {ended}; merged: {path}")
 
     def case_strict(self):
         r = self.run("strict", "strict", shim=True, strict=True)
