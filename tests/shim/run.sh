@@ -52,7 +52,9 @@ esac
 if readelf -d "$shim" | grep -q 'NEEDED.*libcudart'; then fail no_libcudart_needed "readelf lists libcudart"
 else pass no_libcudart_needed; fi
 
-# and dlsym: the driver layer's door to libcuda (shim/entry_driver/dlsym.c)
+# and dlsym: the driver layer's door to libcuda (shim/entry_driver/dlsym.c),
+# sigaction and signal: the report's way through termination signals
+# (shim/entry/signal.c),
 # and, for programs linked with -lcuda, exactly the libcuda functions the
 # driver layer wraps (copy.h's US_DRIVER_COPY_APIS, driver_layer.h's others
 # and its mapping functions)
@@ -60,7 +62,7 @@ wrapped=$( (sed -n 's/^ *X(US_API_CU_[A-Z_]*, \(cu[A-Za-z0-9_]*\),.*/\1/p' "$her
             grep -o 'X(cu[A-Za-z0-9_]*[),]' "$here/../../shim/entry_driver/driver_layer.h" | sed 's/X(\(.*\)[),]/\1/') | sort)
 exported_cu=$(nm -D --defined-only "$shim" | awk '{print $3}' | grep '^cu[A-Z]' | sort)
 others=$(nm -D --defined-only "$shim" | awk '{print $3}' | grep -v -e '^cuda' -e '^__cudaLaunchKernel' -e '^cu[A-Z]' -e '^unstall_strict_failures$' \
-    -e '^_init$' -e '^_fini$' -e '^dlsym$')
+    -e '^_init$' -e '^_fini$' -e '^dlsym$' -e '^sigaction$' -e '^signal$')
 if [ -n "$others" ]; then fail exports_only_cuda_api "also exports: $(echo $others | head -c 200)"
 elif [ "$exported_cu" != "$wrapped" ] || [ -z "$wrapped" ]; then
     fail exports_only_cuda_api "libcuda names exported: $(echo $exported_cu | head -c 200); wrapped: $(echo $wrapped | head -c 200)"
