@@ -19,9 +19,12 @@ US_HOT bool us_watch_begin(struct us_watch *w, enum us_rule_id rule, const char 
                 return false;
             w->located = true;
         }
-        w->start_ns = us_now_ns();
     }
+    /* before the clock: a thread's first publication (its record) is not
+     * part of the wait */
     us_hang_enter(&w->hang, api, NULL, false);
+    if (w->active)
+        w->start_ns = us_now_ns();
     return true;
 }
 

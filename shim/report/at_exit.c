@@ -6,6 +6,7 @@
 
 #include "endings.h"
 #include "findings.h"
+#include "hang.h"
 #include "log.h"
 #include "state.h"
 
@@ -18,6 +19,7 @@ static void start_findings(void)
     if (us_findings_wanted())
         us_findings_prepare();
     us_endings_start();
+    us_hang_start();
 }
 
 __attribute__((constructor)) static void register_start(void) { us_state_set_start_hook(start_findings); }

@@ -66,16 +66,25 @@ static _Atomic(struct hang_host_fn *) host_fns;
 static __thread struct hang_thread *self __attribute__((tls_model("initial-exec")));
 static atomic_int armed = -1; /* -1: not read from the configuration yet */
 static bool sites;             /* hang_sites, read when armed */
+static unsigned limit_s;       /* hang_report_s, read when armed: the watchdog reads no option */
 static pthread_once_t watchdog_once = PTHREAD_ONCE_INIT;
+
+static pthread_once_t arm_once = PTHREAD_ONCE_INIT;
+
+static void arm(void)
+{
+    const struct us_config *cfg = us_config();
+    sites = cfg->hang_sites;
+    limit_s = cfg->hang_report_s;
+    atomic_store_explicit(&armed, cfg->hang_report_s > 0 && cfg->mode != US_MODE_OFF, memory_order_release);
+}
 
 US_HOT bool us_hang_on(void)
 {
-    int a = atomic_load_explicit(&armed, memory_order_relaxed);
-    if (a < 0) {
-        const struct us_config *cfg = us_config();
-        a = cfg->hang_report_s > 0 && cfg->mode != US_MODE_OFF;
-        sites = cfg->hang_sites;
-        atomic_store_explicit(&armed, a, memory_order_release);
+    int a = atomic_load_explicit(&armed, memory_order_acquire); /* sites and limit_s with it */
+    if (__builtin_expect(a < 0, 0)) {
+        pthread_once(&arm_once, arm);
+        a = atomic_load_explicit(&armed, memory_order_acquire);
     }
     return a != 0;
 }
@@ -198,7 +207,6 @@ void us_hang_describe(uint64_t hung_for_ns, char *out, size_t size)
 static void *watchdog(void *arg)
 {
     (void)arg;
-    unsigned limit_s = us_config()->hang_report_s;
     uint64_t limit = (uint64_t)limit_s * 1000000000ull;
     struct timespec period = {WATCH_PERIOD_MS(limit_s) / 1000, (WATCH_PERIOD_MS(limit_s) % 1000) * 1000000L};
     for (;;) {
@@ -241,6 +249,12 @@ static void start_watchdog(void)
 }
 
 /* --- publication ------------------------------------------------------------------------ */
+
+void us_hang_start(void)
+{
+    if (us_hang_on())
+        pthread_once(&watchdog_once, start_watchdog);
+}
 
 static struct hang_thread *my_record(void)
 {

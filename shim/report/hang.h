@@ -1,13 +1,13 @@
-/* hang.h - the hang explainer (option hang_report_s, issue 13): when a CUDA
+/* hang.h - the hang explainer (options hang_report_s, hang_sites): when a CUDA
  * call the shim intercepted has not returned for that many seconds, the log
  * says once which threads are inside which CUDA calls, since when and from
  * where, which host functions are running, and the likely cause and fix.
  *
- * Off (the default) it costs a call one relaxed load. On, each thread
+ * On by default (60 s). Off, it costs a call one load. On, each thread
  * publishes its current call in a record of its own (registered once in a
- * list that only grows), the site captured at the call; a watchdog thread,
- * started with the first call, reads the records. No lock on the way of a
- * call. */
+ * list that only grows): a few stores, no clock read; with hang_sites also
+ * the call's site and start. A watchdog thread, started with the shim
+ * (us_hang_start), reads the records. No lock on the way of a call. */
 #ifndef UNSTALL_HANG_H
 #define UNSTALL_HANG_H
 
@@ -20,8 +20,13 @@ struct us_hang_mark {
     bool on;
 };
 
-/* Whether the explainer is on (hang_report_s > 0). */
+/* Whether the explainer is on (hang_report_s > 0, mode not off). */
 bool us_hang_on(void);
+
+/* At the shim's start: the watchdog started now where the explainer is on,
+ * so that no program call pays for it (the first watched call starts it
+ * otherwise). */
+void us_hang_start(void);
 
 /* Around a CUDA call that may block: api names it; stream, where the call
  * has one (legacy is true for the legacy default stream). */

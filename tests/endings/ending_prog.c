@@ -84,17 +84,19 @@ int main(int argc, char **argv)
         for (size_t i = 0; i < n; i++)
             if (back[i] != (unsigned char)(base + i * 7u)) {
                 fprintf(stderr, "ending_prog: round %u: byte %zu wrong\n", round, i);
-                return 3;
+                exit(3);
             }
         printf(round == 0 ? "ready\n" : "round %u\n", round);
         fflush(stdout);
         if (strcmp(mode, "fail") == 0 && round == 5) {
             fprintf(stderr, "ending_prog: failing on purpose\n");
-            return 1;
+            exit(1);
         }
     }
     printf("handled\n");
     cudaStreamDestroy(s);
     cudaFree(dev);
+    free(src);
+    free(back);
     return 0;
 }
