@@ -9,7 +9,7 @@
 #include "endings.h"
 #include "export.h"
 
-US_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *old)
+US_EXPORT US_ENDINGS_BEFORE_SANITIZERS int sigaction(int sig, const struct sigaction *act, struct sigaction *old)
 {
     int result;
     if (us_endings_sigaction(sig, act, old, &result))
@@ -23,7 +23,7 @@ US_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *
 }
 
 /* glibc's signal(): BSD semantics, the handler stays and calls restart. */
-US_EXPORT __sighandler_t signal(int sig, __sighandler_t handler)
+US_EXPORT US_ENDINGS_BEFORE_SANITIZERS __sighandler_t signal(int sig, __sighandler_t handler)
 {
     struct sigaction act, old;
     memset(&act, 0, sizeof act);

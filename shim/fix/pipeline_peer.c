@@ -17,6 +17,8 @@
  * per copy keep the host time in the call bounded. */
 #include "pipeline.h"
 
+#include "config.h"
+
 #include "lanes.h"
 #include "log.h"
 #include "ondevice.h"
@@ -190,11 +192,22 @@ static bool issue(const struct us_pipe *p, struct us_lane *l, cudaError_t *resul
     return true;
 }
 
+static int logged_idle_native;
+
 bool us_pipeline_peer(const struct us_copy *c, const struct us_ctx *home, cudaError_t *result)
 {
     struct us_pipe p;
     if (!us_pipe_begin(&p, c, home))
         return false;
+    /* on an idle stream the driver's staged copy starts at once and queues
+     * behind nothing of its stream, so it holds no other copy up either */
+    if (c->bytes <= us_config()->peer_idle_native_bytes && us_pipe_stream_idle(&p)) {
+        us_log_once(&logged_idle_native, US_LOG_INFO,
+                    "a staged cross-GPU copy of up to peer_idle_native_bytes on a stream with no work queued went "
+                    "native: the driver's staging is as fast or faster then");
+        us_pipe_end(&p);
+        return false;
+    }
     int src = c->src_mem.device, dst = c->dst_mem.device;
     struct us_lane *l = us_lane_peer(p.stream, p.stream_device, src, dst, home);
     if (l == NULL) {

@@ -45,7 +45,7 @@ static pid_t owner;               /* the process the ending thread belongs to */
 #define ENDING_EXIT_WAIT_MS 10000
 #define ENDING_STACK_BYTES (256u << 10)
 
-us_sigaction_fn us_endings_real_sigaction(void)
+US_ENDINGS_BEFORE_SANITIZERS us_sigaction_fn us_endings_real_sigaction(void)
 {
     us_sigaction_fn fn = atomic_load_explicit(&real_sigaction, memory_order_acquire);
     if (fn == NULL) {
@@ -56,7 +56,7 @@ us_sigaction_fn us_endings_real_sigaction(void)
     return fn;
 }
 
-static int index_of(int sig)
+US_ENDINGS_BEFORE_SANITIZERS static int index_of(int sig)
 {
     for (int i = 0; i < ENDINGS_SIGNALS; i++)
         if (held_signals[i] == sig)
@@ -133,7 +133,8 @@ static int install(int sig, const struct sigaction *program)
     return real(sig, &ours, NULL);
 }
 
-bool us_endings_sigaction(int sig, const struct sigaction *act, struct sigaction *old, int *result)
+US_ENDINGS_BEFORE_SANITIZERS bool us_endings_sigaction(int sig, const struct sigaction *act, struct sigaction *old,
+                                                       int *result)
 {
     int i = index_of(sig);
     if (i < 0 || !atomic_load(&held[i].held))

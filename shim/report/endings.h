@@ -36,6 +36,11 @@
  * for it to do. Once. */
 void us_endings_start(void);
 
+/* A sanitizer's runtime, preloaded first, calls sigaction while it
+ * initializes, which reaches the shim's export before the sanitizer can
+ * record anything: the code on that path is left uninstrumented. */
+#define US_ENDINGS_BEFORE_SANITIZERS __attribute__((no_sanitize("address", "thread", "undefined")))
+
 /* The program's sigaction(sig, act, old) for a signal the shim holds: the
  * program's action is recorded (old gets the one it had set), the shim's
  * handler stays in front, mirroring its flags and mask, or, for SIG_IGN, the

@@ -79,7 +79,7 @@ fi
 [ "$target" = gpu ] || export LD_LIBRARY_PATH="$fake${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 
 export UNSTALL_CHUNK_BYTES=256k UNSTALL_SLOTS=4
-export UNSTALL_PEER_MIN_BYTES=0 UNSTALL_H2D_MIN_BYTES=0 UNSTALL_H2D_IDLE_NATIVE_BYTES=0 UNSTALL_D2H_MIN_BYTES=0
+export UNSTALL_PEER_MIN_BYTES=0 UNSTALL_PEER_IDLE_NATIVE_BYTES=0 UNSTALL_H2D_MIN_BYTES=0 UNSTALL_H2D_IDLE_NATIVE_BYTES=0 UNSTALL_D2H_MIN_BYTES=0
 export UNSTALL_MODE=report UNSTALL_LOG_LEVEL=info
 
 # name, expected last line, then env assignments, then the program and its arguments
@@ -276,7 +276,7 @@ if [ "$target" = fake ]; then
     # with the shim's defaults, as tests/scenarios runs them (not this suite's small slots);
     # case E's remedy moves no kernel launch at the driver layer (docs/findings.md)
     elif SCN_EXPECT_FIXED="${SCN_EXPECT_FIXED:-A.stall,A.call,B.held_small,B.held_large,C.launch_latency,C.seed004,C.seed004_1m}" \
-        env -u UNSTALL_CHUNK_BYTES -u UNSTALL_SLOTS -u UNSTALL_PEER_MIN_BYTES -u UNSTALL_H2D_MIN_BYTES -u UNSTALL_H2D_IDLE_NATIVE_BYTES \
+        env -u UNSTALL_CHUNK_BYTES -u UNSTALL_SLOTS -u UNSTALL_PEER_MIN_BYTES -u UNSTALL_PEER_IDLE_NATIVE_BYTES -u UNSTALL_H2D_MIN_BYTES -u UNSTALL_H2D_IDLE_NATIVE_BYTES \
         -u UNSTALL_D2H_MIN_BYTES -u UNSTALL_MODE -u UNSTALL_LOG_LEVEL \
         SCN_BIN="$work/scenarios" SCN_OUT="$work/scenario-runs" SCN_MODES="${SCN_MODES:-native shim}" \
         sh "$here/../scenarios/run.sh" "$build" >"$work/$name.out" 2>&1; then

@@ -72,7 +72,7 @@ def run(prog, lib, extra, deferred=False):
     preload = ' '.join(filter(None, [os.environ.get('SAN_PRELOAD'), os.path.join(BUILD, 'libunstall.so'), lib]))
     env.update(LD_LIBRARY_PATH=os.path.join(BUILD, 'fakecuda'), LD_PRELOAD=preload,
                FAKECUDA_DEVICES='2', FAKECUDA_TIME_SCALE='0.1',
-               UNSTALL_CHUNK_BYTES='256k', UNSTALL_SLOTS='4', UNSTALL_PEER_MIN_BYTES='0',
+               UNSTALL_CHUNK_BYTES='256k', UNSTALL_SLOTS='4', UNSTALL_PEER_MIN_BYTES='0', UNSTALL_PEER_IDLE_NATIVE_BYTES='0',
                UNSTALL_H2D_MIN_BYTES='0', UNSTALL_H2D_IDLE_NATIVE_BYTES='0', UNSTALL_D2H_MIN_BYTES='0',
                UNSTALL_LOG_LEVEL='warn')
     if deferred:

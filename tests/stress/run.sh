@@ -32,7 +32,7 @@ rm -rf "$work" && mkdir -p "$work"
 export FAKECUDA_DEVICES=2 FAKECUDA_TIME_SCALE=0.1
 export STRESS_CHAINS=${STRESS_CHAINS:-40} STRESS_MAX_BYTES=${STRESS_MAX_BYTES:-2m} STRESS_THREADS=${STRESS_THREADS:-3}
 # every size through the pipelines, small chunks: many chunks per copy
-export UNSTALL_CHUNK_BYTES=256k UNSTALL_PEER_MIN_BYTES=0 UNSTALL_H2D_MIN_BYTES=0 UNSTALL_H2D_IDLE_NATIVE_BYTES=0 UNSTALL_D2H_MIN_BYTES=0
+export UNSTALL_CHUNK_BYTES=256k UNSTALL_PEER_MIN_BYTES=0 UNSTALL_PEER_IDLE_NATIVE_BYTES=0 UNSTALL_H2D_MIN_BYTES=0 UNSTALL_H2D_IDLE_NATIVE_BYTES=0 UNSTALL_D2H_MIN_BYTES=0
 
 # The known cross-device ordering defect (issue 8, item 1): a cudaMemcpy
 # between devices must wait for the blocking streams of both devices; the

@@ -14,6 +14,7 @@
 
 #include "summary.h"
 
+#include "config.h"
 #include "copy.h"
 #include "fake_cuda.h"
 #include "lanes.h"
@@ -21,6 +22,7 @@
 #include "pipeline.h"
 #include "pipeline_common.h"
 #include "staging.h"
+#include "streams.h"
 
 #define SLOT (64u << 10)
 #define SLOTS 4
@@ -63,6 +65,29 @@ static void test_peer_data_every_size_class(void **state)
     }
     assert_int_equal(us_lanes_count(), 2); /* one per direction */
     assert_int_equal(fake_cuda_calls_not_relaxed(), 0);
+}
+
+/* Up to peer_idle_native_bytes on a stream with no work queued: native (the
+ * pipeline declines before issuing anything); behind queued work, or larger:
+ * rewritten. */
+static void test_peer_idle_stream_native_up_to_the_option(void **state)
+{
+    (void)state;
+    struct us_config cfg = *us_config();
+    cfg.peer_idle_native_bytes = 4 * SLOT;
+    us_config_set(&cfg);
+    cudaStream_t s = fake_cuda_user_stream(0);
+    us_streams_note_created(s, 0, false); /* a non-blocking stream the shim saw made: its idleness is known */
+    cudaError_t result = cudaErrorUnknown;
+    assert_false(copy_checked(US_API_MEMCPY_PEER_ASYNC, 4 * SLOT, s, 0, 1, &result));
+    assert_int_equal(result, cudaErrorUnknown);
+    assert_int_equal(fake_cuda_count(FAKE_cudaMemcpyAsync), 0);
+    assert_int_equal(fake_cuda_log_count("peer_idle_native_bytes"), 1);
+    assert_true(copy_checked(US_API_MEMCPY_PEER_ASYNC, 4 * SLOT + 1, s, 0, 1, &result)); /* larger */
+    assert_int_equal(result, cudaSuccess);
+    fake_cuda.streams_busy = true; /* work queued: rewritten whatever its size */
+    assert_true(copy_checked(US_API_MEMCPY_PEER_ASYNC, SLOT, s, 0, 1, &result));
+    assert_int_equal(result, cudaSuccess);
 }
 
 static void test_peer_async_path_is_gpu_ordered(void **state)
@@ -459,6 +484,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_peer_data_every_size_class, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_peer_idle_stream_native_up_to_the_option, setup, teardown),
         cmocka_unit_test_setup_teardown(test_peer_async_path_is_gpu_ordered, setup, teardown),
         cmocka_unit_test_setup_teardown(test_peer_calls_per_chunk, setup, teardown),
         cmocka_unit_test_setup_teardown(test_peer_chunk_size_bounds_the_chunk_count, setup, teardown),

@@ -11,6 +11,8 @@
  *   d2h        cudaMemcpy device-to-host into malloc memory
  *   d2h_async  cudaMemcpyAsync device-to-host on a created stream + cudaStreamSynchronize
  *   h2d_async  cudaMemcpyAsync host-to-device on a created stream + cudaStreamSynchronize
+ *   peer_async cudaMemcpyPeerAsync from device 0 to device 1, peer access never enabled (case A:
+ *              the driver stages it through the host) + cudaStreamSynchronize; only with two devices
  * Output, one line a row:
  *   SMALLCOPY op=<op> bytes=<n> reps=<r> first_us=<t> median_us=<t> p99_us=<t> max_us=<t> ok=<0|1> gap_us=<g>
  * ok: the bytes that came back are the bytes that went (checked after the row);
@@ -39,8 +41,10 @@
 #include <string.h>
 #include <time.h>
 
-enum op { OP_H2D, OP_D2H, OP_D2H_ASYNC, OP_H2D_ASYNC, OP_COUNT };
-static const char *const op_name[OP_COUNT] = { "h2d", "d2h", "d2h_async", "h2d_async" };
+enum op { OP_H2D, OP_D2H, OP_D2H_ASYNC, OP_H2D_ASYNC, OP_PEER_ASYNC, OP_COUNT };
+static const char *const op_name[OP_COUNT] = { "h2d", "d2h", "d2h_async", "h2d_async", "peer_async" };
+
+static void *dev1; /* peer_async's destination, on device 1 (NULL: one device) */
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -86,7 +90,13 @@ static void row(enum op op, size_t bytes, unsigned char *host, unsigned char *ba
         exit(1);
     bool to_device = op == OP_H2D || op == OP_H2D_ASYNC;
     fill(host, bytes, seed);
-    if (!to_device) { /* the device holds the pattern; the host buffer is poisoned */
+    if (op == OP_PEER_ASYNC) {
+        CHECK(cudaMemcpy(dev, host, bytes, cudaMemcpyHostToDevice));
+        CHECK(cudaSetDevice(1)); /* dev1's own device: no peer access to reach it from 0 */
+        CHECK(cudaMemset(dev1, 0, bytes));
+        CHECK(cudaDeviceSynchronize());
+        CHECK(cudaSetDevice(0));
+    } else if (!to_device) { /* the device holds the pattern; the host buffer is poisoned */
         CHECK(cudaMemcpy(dev, host, bytes, cudaMemcpyHostToDevice));
         memset(back, 0xa5, bytes);
     }
@@ -105,12 +115,18 @@ static void row(enum op op, size_t bytes, unsigned char *host, unsigned char *ba
             CHECK(cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, s));
             CHECK(cudaStreamSynchronize(s));
             break;
+        case OP_PEER_ASYNC:
+            CHECK(cudaMemcpyPeerAsync(dev1, 1, dev, 0, bytes, s));
+            CHECK(cudaStreamSynchronize(s));
+            break;
         default: break;
         }
         t[i] = bench_now_us() - t0;
     }
     if (to_device) /* what landed on the device comes back through a plain copy */
         CHECK(cudaMemcpy(back, dev, bytes, cudaMemcpyDeviceToHost));
+    if (op == OP_PEER_ASYNC)
+        CHECK(cudaMemcpy(back, dev1, bytes, cudaMemcpyDeviceToHost));
     int ok = memcmp(host, back, bytes) == 0;
     double first = t[0];
     if (getenv("SMALLCOPY_TIMES") != NULL) { /* every call, in order: smallcopy_table.py pools the rounds */
@@ -158,13 +174,19 @@ int main(int argc, char **argv)
     void *dev;
     cudaStream_t s;
     CHECK(cudaMalloc(&dev, largest));
+    int devices = 0;
+    if (cudaGetDeviceCount(&devices) == cudaSuccess && devices >= 2) {
+        CHECK(cudaSetDevice(1));
+        CHECK(cudaMalloc(&dev1, largest));
+        CHECK(cudaSetDevice(0));
+    }
     CHECK(cudaStreamCreate(&s));
     unsigned seed = 1;
     for (int op = 0; op < OP_COUNT; op++) {
         bool wanted = argc <= 2;
         for (int a = 2; a < argc; a++)
             wanted |= strcmp(argv[a], op_name[op]) == 0;
-        if (!wanted)
+        if (!wanted || (op == OP_PEER_ASYNC && dev1 == NULL))
             continue;
         for (size_t i = 0; i < sizeof sizes / sizeof sizes[0] && sizes[i] <= max_bytes; i++)
             if (sizes[i] >= min_bytes)
@@ -172,6 +194,8 @@ int main(int argc, char **argv)
     }
     CHECK(cudaStreamDestroy(s));
     CHECK(cudaFree(dev));
+    if (dev1 != NULL)
+        CHECK(cudaFree(dev1));
     free(host);
     free(back);
     return 0;
