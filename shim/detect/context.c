@@ -51,7 +51,7 @@ static const struct us_driver_api *driver_api(void)
 /* The device's primary context if it is active (retained and released at
  * once: an active primary context stays while the runtime holds it). The
  * driver is asked in relaxed capture mode: another thread may be capturing
- * a graph in global mode (design.md, contract 7); this runs once per device. */
+ * a graph in global mode (contract.md §7); this runs once per device. */
 static CUcontext lookup_primary(const struct us_driver_api *api, int device);
 
 static CUcontext primary_of(const struct us_driver_api *api, int device)

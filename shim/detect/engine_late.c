@@ -135,7 +135,7 @@ static struct us_engine_slot *slot_take(cudaStream_t s, uint64_t ctx, bool per_t
     return spare;
 }
 
-/* The shim's own calls run in relaxed capture mode (design.md, contract 7). */
+/* The shim's own calls run in relaxed capture mode (contract.md §7). */
 static bool relax(const struct us_real_api *real, enum cudaStreamCaptureMode *saved)
 {
     *saved = cudaStreamCaptureModeRelaxed;

@@ -89,7 +89,7 @@ static void register_atfork(void)
     pthread_atfork(NULL, NULL, after_fork_child);
 }
 
-/* The runtime may be unloading once exit has begun (contract 8): a request
+/* The runtime may be unloading once exit has begun (contract.md §8): a request
  * in progress finishes its current allocation and starts no other. */
 __attribute__((destructor)) static void grower_at_exit(void)
 {

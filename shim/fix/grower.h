@@ -13,8 +13,8 @@
  * allocation it makes the requesting copy's device current (cudaSetDevice:
  * never a primary context on a device the program does not use) and sets
  * its capture mode to relaxed (its cudaHostAlloc never invalidates a
- * program's global-mode capture, contract 7). It is detached, never joined,
- * and starts no allocation once the process is exiting (contract 8); in a
+ * program's global-mode capture, contract.md §7). It is detached, never joined,
+ * and starts no allocation once the process is exiting (contract.md §8); in a
  * forked child it does not exist and requests are refused (the child passes
  * through anyway).
  *

@@ -11,7 +11,7 @@
  * thread, so its lanes are per thread as well.
  *
  * Lanes are made on first use with the right device current (the caller's
- * is restored), live for the process (never destroyed: contract 8), and
+ * is restored), live for the process (never destroyed: contract.md §8), and
  * serialize the copies issued through them with their own mutex, held only
  * across calls that do not block. A new lane's ring is had before its
  * streams and events are made: when pinned_max leaves no room for it, an

@@ -1,5 +1,5 @@
 /* pipeline.h - the rewrites: pinned, chunked, event-chained copies that keep
- * every promise of the native call (design.md, "The contract").
+ * every promise of the native call (docs/contract.md).
  *
  * Each returns true when it did the copy (*result is what the call returns:
  * cudaSuccess or the error a native call would give) and false when it

@@ -4,7 +4,7 @@
  *
  * A pipeline brackets its work with us_pipe_begin/us_pipe_end. Between them
  * every CUDA call of the shim on this thread runs in relaxed capture mode
- * (design.md, contract 7): it cannot invalidate a global-mode capture that
+ * (contract.md §7): it cannot invalidate a global-mode capture that
  * another thread has in progress. */
 #ifndef UNSTALL_PIPELINE_COMMON_H
 #define UNSTALL_PIPELINE_COMMON_H

@@ -2,7 +2,7 @@
  * H2D which its pinned slots could not take inside the call.
  *
  * A pageable H2D behind queued work must return once its source is read
- * (docs/contract.md, host-side promises), and may not wait for the queue
+ * (contract.md §2), and may not wait for the queue
  * (case B). When the pool has fewer free pinned slots than the copy needs
  * (the first copies of a size, while the grower thread pins more), the
  * bytes the slots cannot take are copied here, at host-memory speed and on

@@ -3,7 +3,7 @@
  * All of it comes from cudaHostAlloc(cudaHostAllocPortable) (any device may
  * copy from and to it), is allocated on first need (by the copy itself when
  * little, else by the grower thread), reused, and never
- * freed: at exit the runtime may already be unloading (contract 8), so the
+ * freed: at exit the runtime may already be unloading (contract.md §8), so the
  * OS takes it back.
  *
  * Two kinds of users:

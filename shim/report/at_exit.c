@@ -25,7 +25,7 @@ static void start_findings(void)
 __attribute__((constructor)) static void register_start(void) { us_state_set_start_hook(start_findings); }
 
 /* The report at exit. Calls no CUDA function: the runtime may already be
- * unloading (contract 8). Nothing to report when the shim never started, was
+ * unloading (contract.md §8). Nothing to report when the shim never started, was
  * disabled, or this is a forked child. */
 __attribute__((destructor)) static void report_at_exit(void)
 {
