@@ -12,7 +12,10 @@ DEPS_INC  := $(wildcard .deps/include)
 # only headers of its own layer or a lower one (tools/check-layers checks it).
 # The entry layers (shim/entry*: the exported symbols) sit above them all.
 SHIM_LAYERS := base report detect fix chain
+# the one version string: the library (its log and reports), the launcher and the docs read VERSION
+UNSTALL_VERSION := $(shell cat VERSION 2>/dev/null || echo unknown)
 CPPFLAGS  += -D_GNU_SOURCE -I$(CUDA_HOME)/include $(addprefix -Ishim/,$(SHIM_LAYERS)) $(addprefix -I,$(DEPS_INC))
+CPPFLAGS  += -DUS_VERSION='"$(UNSTALL_VERSION)"'
 CFLAGS    ?= -O2 -g
 CFLAGS    += -std=c11 -Wall -Wextra -Werror -fPIC -pthread
 # SANITIZE=address,undefined or SANITIZE=thread (with a BUILD dir of its own):

@@ -45,7 +45,7 @@ fi
 [ "$action" = install ] || { echo "install: unknown action $action" >&2; exit 2; }
 [ -f "$build/libunstall.so" ] || { echo "install: $build/libunstall.so missing (make shim)" >&2; exit 1; }
 
-version=$(git -C "$top" describe --always --dirty 2>/dev/null || echo unknown)
+version=$(cat "$top/VERSION" 2>/dev/null || echo unknown)
 probe=""
 [ -x "$build/p2pcheck/probe" ] && probe=$build/p2pcheck/probe
 

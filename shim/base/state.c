@@ -34,7 +34,7 @@ static void init_once_body(void)
     us_state_depth++;
     const struct us_config *cfg = us_config();
     pthread_atfork(NULL, NULL, after_fork_in_child);
-    us_log(US_LOG_INFO, "loaded (mode %d, fix %d)", cfg->mode, cfg->fix);
+    us_log(US_LOG_INFO, "loaded unstall %s (mode %d, fix %d)", US_VERSION_STRING, cfg->mode, cfg->fix);
     /* the shim's data and code mapped in now, not page by page inside the
      * program's first copies (prefault.h) */
     if (!cfg->disable)

@@ -8,6 +8,13 @@
 #ifndef UNSTALL_STATE_H
 #define UNSTALL_STATE_H
 
+/* The release (the repository's VERSION file, through the Makefile). */
+#ifdef US_VERSION
+#define US_VERSION_STRING US_VERSION
+#else
+#define US_VERSION_STRING "unknown"
+#endif
+
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>

@@ -1,5 +1,6 @@
 /* report.c - the report at exit as text and JSON (see report.h). */
 #include "report.h"
+#include "state.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -439,8 +440,9 @@ char *us_report_json(const struct us_report *r)
     struct tm tm;
     if (gmtime_r(&secs, &tm) != NULL)
         strftime(started, sizeof started, "%Y-%m-%dT%H:%M:%SZ", &tm);
-    buf_printf(&b, "{\n  \"version\": %d,\n  \"tool\": \"unstall\",\n  \"pid\": %ld,\n  \"rank\": ", US_REPORT_VERSION,
-               r->pid);
+    buf_printf(&b, "{\n  \"version\": %d,\n  \"tool\": \"unstall\",\n  \"unstall_version\": \"%s\",\n  \"pid\": %ld,\n"
+                   "  \"rank\": ",
+               US_REPORT_VERSION, US_VERSION_STRING, r->pid);
     if (r->rank[0] != '\0')
         buf_printf(&b, "%ld", strtol(r->rank, NULL, 10));
     else

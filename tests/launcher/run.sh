@@ -167,6 +167,17 @@ if [ "$got" = runtime_not_called ] && grep -q "loaded the CUDA runtime (libcudar
     "$work/idle_runtime.out" && ! grep -q "statically" "$work/idle_runtime.out"; then
     pass idle_runtime_is_not_told_static
 else fail idle_runtime_is_not_told_static "cuda: $got; $(grep unstall "$work/idle_runtime.out" | sed -n 2p)"; fi
+# one version string: the VERSION file's, the launcher's and the library's
+# (its JSON report)
+want=$(cat "$root/VERSION")
+got_report=$(json_field "$work/idle_runtime.json" 'r.get("unstall_version")')
+got_launcher=$("$root/tools/unstall" --lib "$shim" --version 2>&1 | head -1)
+case "$got_launcher" in
+    "unstall $want"|"unstall $want (commit "*)
+        if [ -n "$want" ] && [ "$got_report" = "$want" ]; then pass one_version
+        else fail one_version "VERSION $want, the report's $got_report"; fi ;;
+    *) fail one_version "VERSION $want, the launcher's: $got_launcher" ;;
+esac
 # the driver alone: a static runtime or the driver API, or nothing; unstall
 # cannot tell which without the NVIDIA device files
 UNSTALL_REPORT="$work/idle_driver.json" LD_PRELOAD="$preload" \
