@@ -264,6 +264,15 @@ bool us_pipe_stream_idle(const struct us_pipe *p)
     return false;
 }
 
+bool us_pipe_native_when_idle(struct us_pipe *p, size_t limit, int *logged, const char *why)
+{
+    if (p->copy->bytes > limit || !us_pipe_stream_idle(p))
+        return false;
+    us_log_once(logged, US_LOG_INFO, "%s", why);
+    us_pipe_end(p);
+    return true;
+}
+
 US_HOT void us_pipe_release(struct us_pipe_slots *s)
 {
     us_staging_release(s->slot, s->n, s->pending);

@@ -107,6 +107,13 @@ bool us_pipe_grow_later(const struct us_pipe *p, unsigned want);
  * cannot tell, and for a stream of a device that is not current. */
 bool us_pipe_stream_idle(const struct us_pipe *p);
 
+/* Whether a copy of up to `limit` bytes goes native because its stream has
+ * no work queued (us_pipe_stream_idle): the stall its rewrite is for is the
+ * wait for queued work, and the driver's own path waits for nothing then
+ * (options h2d_idle_native_bytes, peer_idle_native_bytes). When it does, logs
+ * `why` once (per *logged) and ends the pipe: the caller declines. */
+bool us_pipe_native_when_idle(struct us_pipe *p, size_t limit, int *logged, const char *why);
+
 /* Gives the slots back, as s->pending says. */
 void us_pipe_release(struct us_pipe_slots *s);
 

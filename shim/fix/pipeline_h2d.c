@@ -198,13 +198,10 @@ static bool issue(const struct us_copy *c, const struct us_ctx *home, cudaError_
     struct us_pipe p;
     if (!us_pipe_begin(&p, c, home))
         return false;
-    if (c->bytes <= us_config()->h2d_idle_native_bytes && us_pipe_stream_idle(&p)) {
-        us_log_once(&logged_idle_native, US_LOG_INFO,
-                    "a pageable H2D of up to h2d_idle_native_bytes on a stream with no work queued went native: "
-                    "the driver waits for nothing then, and is as fast");
-        us_pipe_end(&p);
+    if (us_pipe_native_when_idle(&p, us_config()->h2d_idle_native_bytes, &logged_idle_native,
+                                 "a pageable H2D of up to h2d_idle_native_bytes on a stream with no work queued went "
+                                 "native: the driver waits for nothing then, and is as fast"))
         return false;
-    }
     unsigned cap = us_pipe_claim_cap();
     struct us_pipe_slots s;
     if (!us_pipe_claim(&p, cap, US_PIPE_CLAIM_AVAILABLE, &s)) {
