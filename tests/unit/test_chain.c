@@ -18,6 +18,9 @@
 #include "ptrtable.h"
 #include "real.h"
 #include "report.h"
+#include "config.h"
+#include "streams.h"
+#include "spill.h"
 #include "state.h"
 
 #define SLOT (64u << 10)
@@ -99,6 +102,48 @@ static void test_chain_legacy_stream_finding_is_never_fixed(void **state)
     assert_int_equal(legacy->observed, 1);
     us_report_free(r);
     us_device_note_stream_destroyed(0, true);
+    free(dst);
+    free(src);
+}
+
+/* A pageable H2D behind queued work that its slots cannot take whole: with
+ * spill memory the caller is freed (fixed, no host wait); without it
+ * (spill_max 0) the copy waits for its own chunks behind the queue, and the
+ * finding says held: observed, not fixed. */
+static void test_chain_copy_held_behind_queued_work_is_not_fixed(void **state)
+{
+    (void)state;
+    const size_t bytes = 70 * SLOT; /* a claim takes at most 64 slots: it cycles */
+    unsigned char *src = malloc(bytes), *dst = malloc(bytes);
+    assert_non_null(src);
+    assert_non_null(dst);
+    us_ptrtable_insert((uintptr_t)dst, bytes, US_MEM_DEVICE, 0);
+    cudaStream_t s = fake_cuda_user_stream(0);
+    us_streams_note_created(s, 0, false);
+    fake_cuda.streams_busy = true;
+    for (int spill = 1; spill >= 0; spill--) {
+        struct us_config cfg = *us_config();
+        cfg.spill_max = spill ? (size_t)1 << 30 : 0;
+        us_config_set(&cfg);
+        us_findings_reset();
+        fake_cuda_fill(src, bytes, 9 + spill);
+        unsigned waits = fake_cuda_host_waits();
+        struct us_copy c = {.api = US_API_MEMCPY_ASYNC, .dst = dst, .src = src, .bytes = bytes,
+                            .kind = cudaMemcpyHostToDevice, .stream = s, .peer_dst_device = -1,
+                            .peer_src_device = -1};
+        assert_int_equal(us_copy_run(&c), cudaSuccess);
+        assert_true(fake_cuda_check(dst, bytes, 9 + spill));
+        struct us_report *r = us_findings_collect();
+        assert_non_null(r);
+        const struct us_report_row *row = row_of(r, US_RULE_pageable_h2d);
+        assert_non_null(row);
+        assert_int_equal(row->fixed, spill ? 1 : 0);
+        assert_int_equal(row->observed, spill ? 0 : 1);
+        assert_int_equal(fake_cuda_host_waits() - waits, spill ? 0 : 6);
+        us_report_free(r);
+    }
+    us_spill_reset();
+    us_streams_note_destroyed(s);
     free(dst);
     free(src);
 }
@@ -452,6 +497,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_chain_legacy_stream_finding_is_never_fixed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_chain_copy_held_behind_queued_work_is_not_fixed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_chain_pinned_copy_is_native_and_unrecorded, setup, teardown),
         cmocka_unit_test_setup_teardown(test_chain_native_call_passes_the_layer_below_through, setup, teardown),
         cmocka_unit_test_setup_teardown(test_chain_driver_copy_native_call, setup, teardown),
