@@ -4,7 +4,7 @@
 # it without the shim, with LD_PRELOAD (default options: mode report, fixes
 # on), with UNSTALL_DISABLE=1 and with the hang explainer off
 # (UNSTALL_HANG_REPORT_S=0), and prints ns per call side by side with what
-# the shim adds. Target (issue 3): under 50 ns added per call.
+# the shim adds. Target: under 50 ns added per call (the pass-through budget).
 #
 # Usage: tools/bench/passthrough.sh [BUILD_DIR] [CALL...]
 # Environment: PT_CALLS (1000000), PT_QUEUED_CALLS (10000), PT_REPS (5), CC
