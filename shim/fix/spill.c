@@ -40,8 +40,7 @@ static struct {
     size_t touched;        /* how far its pages are in: warmed, or carved before (written by then) */
     bool reserve_failed;
     struct us_spill *kept; /* given back, pages in: reused first */
-    size_t taken;
-    unsigned outstanding;  /* buffers taken and not given back */
+    size_t taken;          /* bytes of the buffers taken and not given back */
 } spills = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 static int logged_budget, logged_map;
@@ -67,6 +66,11 @@ static bool reserve_locked(void)
         return false;
     }
     char *base = (char *)(((uintptr_t)p + SPILL_ROUND - 1) & ~(uintptr_t)(SPILL_ROUND - 1));
+    /* the slack around the 2 MiB boundary goes back: the region is exactly [base, base + max) */
+    if (base > (char *)p)
+        munmap(p, (size_t)(base - (char *)p));
+    if ((char *)p + max + SPILL_ROUND > base + max)
+        munmap(base + max, (size_t)((char *)p + max + SPILL_ROUND - (base + max)));
     (void)madvise(base, max, MADV_HUGEPAGE);
     (void)madvise(base, max, MADV_DONTFORK); /* a forked child shares none of it */
     spills.base = base;
@@ -112,7 +116,7 @@ static struct us_spill *reuse_locked(size_t bytes)
 static struct us_spill *carve_locked(size_t bytes)
 {
     if (bytes > spills.size - spills.carved) {
-        if (spills.outstanding > 0 || bytes > spills.size)
+        if (spills.taken > 0 || bytes > spills.size)
             return NULL;
         while (spills.kept != NULL) {
             struct us_spill *s = spills.kept;
@@ -143,7 +147,6 @@ bool us_spill_take(size_t bytes, struct us_spill **out)
         s = carve_locked(bytes);
     if (s != NULL) {
         spills.taken += s->bytes;
-        spills.outstanding++;
     }
     pthread_mutex_unlock(&spills.mu);
     if (s == NULL) {
@@ -171,7 +174,6 @@ void us_spill_give(struct us_spill *spill)
 {
     pthread_mutex_lock(&spills.mu);
     spills.taken -= spill->bytes;
-    spills.outstanding--;
     spill->fresh = false; /* written by its copy */
     spill->next = spills.kept;
     spills.kept = spill;
@@ -208,7 +210,6 @@ void us_spill_reset(void)
         munmap(spills.base, spills.size);
     spills.base = NULL;
     spills.size = spills.carved = spills.taken = spills.touched = 0;
-    spills.outstanding = 0;
     spills.reserve_failed = false;
     logged_budget = logged_map = 0;
     pthread_mutex_unlock(&spills.mu);

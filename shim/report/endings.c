@@ -69,9 +69,9 @@ static bool is_handler(const struct sigaction *a)
     return (a->sa_flags & SA_SIGINFO) != 0 || (a->sa_handler != SIG_DFL && a->sa_handler != SIG_IGN);
 }
 
-/* The default action now, from inside a handler: the signal, blocked while
- * the handler runs, is delivered when it returns. */
-static void end_now(int sig)
+/* The kernel's action for sig back to the default (async-signal-safe: the
+ * C library's sigaction, resolved before any handler was installed). */
+static void restore_default(int sig)
 {
     struct sigaction dfl;
     memset(&dfl, 0, sizeof dfl);
@@ -80,6 +80,13 @@ static void end_now(int sig)
     us_sigaction_fn real = atomic_load_explicit(&real_sigaction, memory_order_acquire);
     if (real != NULL)
         (void)real(sig, &dfl, NULL);
+}
+
+/* The default action now, from inside a handler: the signal, blocked while
+ * the handler runs, is delivered when it returns. */
+static void end_now(int sig)
+{
+    restore_default(sig);
     (void)raise(sig);
 }
 
@@ -164,13 +171,7 @@ US_ENDINGS_BEFORE_SANITIZERS bool us_endings_sigaction(int sig, const struct sig
 static void end_with(int sig)
 {
     us_findings_report_ended(sig);
-    struct sigaction dfl;
-    memset(&dfl, 0, sizeof dfl);
-    dfl.sa_handler = SIG_DFL;
-    sigemptyset(&dfl.sa_mask);
-    us_sigaction_fn real = us_endings_real_sigaction();
-    if (real != NULL)
-        (void)real(sig, &dfl, NULL);
+    restore_default(sig);
     sigset_t only;
     sigemptyset(&only);
     sigaddset(&only, sig);
