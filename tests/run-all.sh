@@ -54,6 +54,7 @@ for t in "$build"/unit/test_* "$build"/fakecuda/test_*; do
     suite "$(basename "$t")" "$t"
 done
 suite gen-docs-check sh -c 'python3 tools/gen-docs --check && echo "gen-docs-check: 1 passed, 0 failed"'
+suite perfdoc-check sh -c 'python3 tools/bench/perfdoc.py check && echo "perfdoc-check: 1 passed, 0 failed"'
 suite layers python3 tests/common/run_unittest.py layers tests/layers
 [ -d tests/report ] && suite unstall-report python3 tests/common/run_unittest.py unstall-report tests/report
 [ -d tests/bench ] && suite bench-chart python3 tests/common/run_unittest.py bench-chart tests/bench

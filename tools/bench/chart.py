@@ -12,7 +12,7 @@ Usage:
 
   --native, --shim  tests/gpu/runner.sh's OUT/native and OUT/shim (RESULT lines;
                     the rows are tools/bench/table.py's)
-  --from-table      a table make bench printed (e.g. docs/measurements/h200x2-bench.md)
+  --from-table      a table make bench printed (e.g. the table in docs/measurements/2026-11-28-h200x2-final.md)
   --timeline DIR    native.out/.json and unstall.out/.json: the scenario's RESULT
                     line and the shim's JSON report (UNSTALL_REPORT) of one run
                     with UNSTALL_FIX=0 (the shim only watching: native copies) and
