@@ -7,6 +7,7 @@ Run: python3 -m unittest discover -s tests/bench
 import importlib.util
 import json
 import os
+import re
 import tempfile
 import unittest
 
@@ -110,6 +111,39 @@ class PerfDoc(unittest.TestCase):
             json.dump(bench(0.5), f)
         with self.assertRaises(SystemExit):
             self.pd.main(["write"])
+
+
+class MeasurementsIndex(unittest.TestCase):
+    """docs/measurements/README.md lists every raw output kept there, and
+    every file the project's text cites there exists."""
+
+    DIR = os.path.join(ROOT, "docs", "measurements")
+
+    def listed(self):
+        with open(os.path.join(self.DIR, "README.md")) as f:
+            return set(re.findall(r"^\| `([^`]+)` \|", f.read(), re.M))
+
+    def test_every_file_is_listed_and_every_listed_file_exists(self):
+        files = {f for f in os.listdir(self.DIR) if f != "README.md"}
+        listed = self.listed()
+        self.assertEqual(sorted(files - listed), [], "files in docs/measurements missing from its README.md")
+        self.assertEqual(sorted(listed - files), [], "docs/measurements/README.md lists files that are not there")
+
+    def test_every_cited_file_exists(self):
+        files = set(os.listdir(self.DIR))
+        missing = []
+        for top in ("README.md", "docs", "shim", "tools", "config", "tests"):
+            path = os.path.join(ROOT, top)
+            walk = [(os.path.dirname(path), [], [top])] if os.path.isfile(path) else os.walk(path)
+            for d, _, names in walk:
+                for name in names:
+                    if not name.endswith((".md", ".c", ".h", ".def", ".py", ".sh", ".conf", ".txt")):
+                        continue
+                    with open(os.path.join(d, name), errors="replace") as f:
+                        for cited in re.findall(r"measurements/([A-Za-z0-9_.-]+\.(?:md|txt|json))", f.read()):
+                            if cited not in files:
+                                missing.append(f"{os.path.relpath(os.path.join(d, name), ROOT)}: {cited}")
+        self.assertEqual(missing, [], "citations of files not in docs/measurements")
 
 
 if __name__ == "__main__":
