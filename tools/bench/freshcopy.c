@@ -8,6 +8,7 @@
  * (madvise(MADV_HUGEPAGE) on the destination first), populate
  * (madvise(MADV_POPULATE_WRITE) first, then the copy).
  *
+ * Build: gcc -O2 -pthread tools/bench/freshcopy.c -o freshcopy
  * Usage: freshcopy [MiB [rounds [threads...]]]  (default 256 MiB, 6 rounds, 1 and 8 threads)
  * Output, a line per (mode, threads): median and worst GB/s of the copy
  * (madvise included), median and worst ms of the free(). The first round counts. */
