@@ -1,21 +1,26 @@
-"""unstall's sitecustomize: the option pin_dataloader (docs/options.md).
+"""unstall's sitecustomize: the options pin_dataloader and pin_dataloader_max
+(docs/options.md).
 
 Python imports this module at start-up when its folder (tools/python in a
 checkout, PREFIX/share/unstall/python once installed) is on PYTHONPATH;
-tools/unstall puts it there when pin_dataloader is on. With the option on,
-every torch.utils.data.DataLoader made in the process pins its batches, as
-DataLoader(..., pin_memory=True) does, where torch.cuda.device_count() > 0:
-torch's pin thread then receives the workers' batches off the training
-thread (issue 11). The option is read as the shim reads it: the default (off),
-then the line "pin_dataloader = value" of the file named by UNSTALL_CONFIG,
-then UNSTALL_PIN_DATALOADER; a value that is not a boolean warns once and
-keeps what it had. UNSTALL_DISABLE=1 turns it off too.
+tools/unstall puts it there unless pin_dataloader is off. With the option on
+(its default), every torch.utils.data.DataLoader made in the process without
+pinning pins its batches, as DataLoader(..., pin_memory=True) does, where
+torch.cuda.device_count() > 0: torch's pin thread then receives the workers'
+batches off the training thread. A batch that cannot be pinned, or that
+would take the process's pinned batches past pin_dataloader_max, is delivered
+unpinned (unstall_pin_dataloader.py). The options are read as the shim reads
+them: the default, then the lines "name = value" of the file named by
+UNSTALL_CONFIG, then UNSTALL_<NAME>; a value that does not parse warns once
+and keeps what it had. UNSTALL_DISABLE=1 turns it off too. Messages go where
+the shim's go (option log: stderr, or a file, %p %r %h expanded as the shim
+does).
 
 It never imports torch: a finder on sys.meta_path waits for torch to import
-torch.utils.data.dataloader and, once that module has run, wraps
-DataLoader.__init__ (subclasses call it too) with unstall_pin_dataloader.py,
-beside this file, read only then. A failure to do so prints one line and
-leaves torch alone; nothing here raises into the program.
+torch.utils.data.dataloader and, once that module has run, patches it with
+unstall_pin_dataloader.py, beside this file, read only then. A failure to do
+so prints one line and leaves torch alone; nothing here raises into the
+program.
 
 The sitecustomize that Python would have loaded without this folder on the
 path (conda's, Debian's: the next one on sys.path) is loaded after, and takes
@@ -28,26 +33,71 @@ import stat
 import sys
 
 OPTION = "pin_dataloader"
+CAP_OPTION = "pin_dataloader_max"
+CAP_DEFAULT = "2g"  # as in shim/base/options.def
+CAP_RANGE_MAX = 1 << 40  # its range: 0..1t
 TARGET = "torch.utils.data.dataloader"
 PATCHER = "unstall_pin_dataloader"  # the patch itself, beside this file
-MARK = "_unstall_pin_dataloader"  # on our finder and on the wrapped __init__
+MARK = "_unstall_pin_dataloader"  # on our finder and on the wrapped functions
 CONFIG_FILE_MAX = 1 << 20  # the shim reads no larger config file (config.c)
 VALUE_MAX = 255  # nor a longer value
 BLANKS = " \t\r"
 TRUE_WORDS = ("1", "true", "yes", "on")
 FALSE_WORDS = ("0", "false", "no", "off")
+RANK_VARS = ("RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "LOCAL_RANK")  # config.c's
+
+_log = [None]  # the log option's value, read once
+
+
+def expand_path(template):
+    """%p, %r, %h and %% as the shim's us_expand_path expands them."""
+    rank = "norank"
+    for name in RANK_VARS:
+        value = os.environ.get(name)
+        if value is not None and value.isdigit() and value.isascii() and int(value) < 1 << 32:
+            rank = str(int(value))
+            break
+    try:
+        host = "".join(c if c.isascii() and (c.isalnum() or c in ".-_") else "_" for c in os.uname().nodename)
+    except Exception:
+        host = ""
+    pieces = {"p": str(os.getpid()), "r": rank, "h": host or "unknown-host", "%": "%"}
+    out, i = [], 0
+    while i < len(template):
+        if template[i] == "%" and template[i + 1:i + 2] in pieces:
+            out.append(pieces[template[i + 1]])
+            i += 2
+        else:
+            out.append(template[i])
+            i += 1
+    return "".join(out)
 
 
 def say(message):
-    """One line on stderr, as the shim's own messages begin: 'unstall: '."""
+    """One line where the shim's messages go (option log), as they begin:
+    'unstall: '; stderr when the log is stderr or cannot be opened."""
+    line = "unstall: %s\n" % message
     try:
-        sys.stderr.write("unstall: %s\n" % message)
+        if _log[0] is None:
+            _log[0] = read_option("log", "stderr", lambda text: text, warn=False)
+        destination = _log[0]
+        if destination and destination.lower() != "stderr":
+            fd = os.open(expand_path(destination), os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK, 0o644)
+            try:
+                os.write(fd, line.encode("utf-8", "replace"))
+            finally:
+                os.close(fd)
+            return
+    except Exception:
+        pass
+    try:
+        sys.stderr.write(line)
         sys.stderr.flush()
     except Exception:  # no stderr (pythonw, closed): say nothing
         pass
 
 
-# --- the option, read as shim/base/config.c reads it ------------------------------------------
+# --- the options, read as shim/base/config.c reads them ---------------------------------------
 
 def parse_bool(text):
     """True or False for the shim's boolean spellings (any case), None otherwise."""
@@ -57,6 +107,22 @@ def parse_bool(text):
     if word in FALSE_WORDS:
         return False
     return None
+
+
+def parse_size(text):
+    """Bytes for a size as config.c's us_parse_size reads it (4096, 64k, 8m,
+    8MiB, 2gb, 1t: powers of 1024) within 0..1t, None otherwise."""
+    digits = len(text) - len(text.lstrip("0123456789"))
+    if digits == 0:
+        return None
+    value, rest = int(text[:digits]), text[digits:].lower()
+    shift = {"k": 10, "m": 20, "g": 30, "t": 40}.get(rest[:1], 0)
+    if shift:
+        rest = rest[1:]
+    if rest not in ("", "b") + (("ib",) if shift else ()):
+        return None
+    value <<= shift
+    return value if value <= CAP_RANGE_MAX else None
 
 
 def config_file_values(path, key):
@@ -89,11 +155,11 @@ def config_file_values(path, key):
     return values
 
 
-def read_bool_option(name, default, warn):
-    """The boolean option name: its default, then the config file, then the
-    environment, each value that parses replacing the one before. With warn,
-    a value that does not parse prints the shim's warning, naming what is
-    kept."""
+def read_option(name, default, parse, warn, expected="", show=None):
+    """The option name: its default, then the config file, then the
+    environment, each value that parses (parse gives not None) replacing the
+    one before. With warn, a value that does not parse prints the shim's
+    warning, naming what is kept."""
     value = default
     config = os.environ.get("UNSTALL_CONFIG", "")
     sources = []
@@ -103,28 +169,50 @@ def read_bool_option(name, default, warn):
     if env_name in os.environ:
         sources.append((env_name, os.environ[env_name]))
     for where, text in sources:
-        parsed = parse_bool(text) if len(text) <= VALUE_MAX else None
+        parsed = parse(text) if len(text) <= VALUE_MAX else None
         if parsed is not None:
             value = parsed
         elif warn:
             shown = "".join(c if " " <= c < "\x7f" else "?" for c in text[:64]) + ("..." if len(text) > 64 else "")
-            say('%s="%s": not a boolean (expected 1/0, true/false, yes/no, on/off); keeping %d'
-                % (where, shown, value))
+            kept = show(value) if show else "%d" % value if isinstance(value, bool) else str(value)
+            say('%s="%s": %s; keeping %s' % (where, shown, expected, kept))
     return value
 
 
+def read_bool_option(name, default, warn):
+    return read_option(name, default, parse_bool, warn,
+                       "not a boolean (expected 1/0, true/false, yes/no, on/off)")
+
+
 def enabled():
-    """Is pin_dataloader on? Not when unstall is disabled (which says nothing,
-    as the shim then says nothing); a bad value warns once."""
+    """Is pin_dataloader on (its default)? Not when unstall is disabled
+    (which says nothing, as the shim then says nothing); a bad value warns
+    once."""
     if read_bool_option("disable", False, warn=False):
         return False
-    return read_bool_option(OPTION, False, warn=True)
+    return read_bool_option(OPTION, True, warn=True)
+
+
+def cap():
+    """(bytes, text) of pin_dataloader_max; a bad value warns once and keeps
+    the default."""
+    text = [CAP_DEFAULT]
+
+    def parse(value):
+        size = parse_size(value)
+        if size is not None:
+            text[0] = value
+        return size
+
+    size = read_option(CAP_OPTION, parse_size(CAP_DEFAULT), parse, warn=True,
+                       expected="not a size in 0..1t (expected e.g. 2g, 512m)", show=lambda value: text[0])
+    return size, text[0]
 
 
 # --- the import of torch's DataLoader, watched -------------------------------------------------
 
 def patch(module):
-    """Wrap module.DataLoader.__init__ (PATCHER.patch, that module loaded
+    """Patch torch's DataLoader module (PATCHER.patch, that module loaded
     from this folder now: it is not read at start-up); any failure is one
     line, torch untouched."""
     try:
@@ -136,7 +224,7 @@ def patch(module):
             patcher = importlib.util.module_from_spec(spec)
             spec.loader.exec_module(patcher)
             sys.modules[PATCHER] = patcher
-        patcher.patch(module)
+        patcher.patch(module, _cap[0], _cap[1], say)
     except Exception as e:
         say("pin_dataloader: cannot wrap torch's DataLoader (%s: %s); loaders are left as the program made them"
             % (type(e).__name__, e))
@@ -185,6 +273,9 @@ def remove_finder():
     sys.meta_path[:] = [f for f in sys.meta_path if not getattr(f, MARK, False)]
 
 
+_cap = [1 << 31, CAP_DEFAULT]  # pin_dataloader_max: (bytes, as written), read at start-up
+
+
 def install():
     """The finder, once per process (another copy of this file included); or,
     where torch's module is already loaded, the patch at once."""
@@ -226,6 +317,7 @@ def load_next_sitecustomize():
 def main():
     try:
         if enabled():
+            _cap[:] = cap()
             install()
     except Exception as e:  # never into the program
         say("pin_dataloader: not applied (%s: %s)" % (type(e).__name__, e))
