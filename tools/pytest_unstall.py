@@ -12,12 +12,27 @@ test that made them, naming the Python line of the latest one:
     FAILED tests/test_io.py::test_cpu - unstall strict mode failed 1 CUDA call:
     pageable_d2h (high severity) in cudaMemcpyAsync at tests/test_io.py:17 (test_cpu)
 
-Use (tools/ on PYTHONPATH so that pytest can import the plugin):
+Installed (the wheel or the Debian package: pytest finds the plugin by its
+entry point), in any project:
+
+    pytest --unstall-strict tests/     # strict mode: the tests above fail
+    pytest --unstall tests/            # the report at exit, no test fails for it
+
+Where the tests are not already running under the shim, the plugin runs
+pytest again, at once, under the launcher (unstall --strict -- python -m
+pytest ..., the same arguments), before a test or conftest touched CUDA, and
+says so in one line; PYTEST_UNSTALL_REEXEC (the process id) keeps it from
+doing so twice. Without either option, an installed plugin does nothing
+unless the shim is preloaded (then it checks as below).
+
+From a checkout (tools/ on PYTHONPATH so that pytest can import the plugin):
 
     PYTHONPATH=/path/to/unstall/tools \\
         /path/to/unstall/tools/unstall --strict -- python -m pytest -p pytest_unstall tests/
 
-or name it in a conftest.py: pytest_plugins = ["pytest_unstall"]. The allow
+or name it in a conftest.py: pytest_plugins = ["pytest_unstall"]; so named
+(-p, conftest, PYTEST_PLUGINS), a run without the shim is a usage error
+unless --unstall-optional, --unstall or --unstall-strict is given. The allow
 list (UNSTALL_ALLOW, docs/findings.md) accepts known findings; with
 UNSTALL_STRICT_SEVERITY=high only high ones fail. A test already failing
 keeps its own traceback and gets an "unstall strict mode" section.
@@ -37,6 +52,7 @@ the test's other threads count for the test that is running.
 import ctypes
 import os
 import re
+import sys
 
 __all__ = ["ImplicitSyncError", "shim_loaded", "strict_failures", "strict_section", "python_frames"]
 
@@ -206,26 +222,140 @@ class _Failure:
         return self.text
 
 
+REEXEC_ENV = "PYTEST_UNSTALL_REEXEC"  # the pid of a pytest that re-ran itself under the launcher
+PLUGIN = "pytest_unstall"
+
+
+def _launcher():
+    """The launcher to re-run pytest under: tools/unstall beside this module
+    in a checkout, else the installed package's (the wheel's, or /usr/bin/unstall)."""
+    beside = os.path.join(os.path.dirname(os.path.abspath(__file__)), "unstall")
+    if os.path.isfile(beside):
+        return beside
+    try:
+        import unstall
+    except ImportError:
+        return None
+    path = unstall.launcher()
+    return path if os.path.isfile(path) else None
+
+
+def _python_command(args):
+    """This pytest's command line with args (the original arguments): this
+    interpreter, then -m pytest or the pytest script it ran."""
+    first = sys.argv[0] if sys.argv else ""
+    if not first or first == "-m" or os.path.basename(os.path.dirname(first)) == "pytest" \
+            and os.path.basename(first) == "__main__.py":
+        return [sys.executable, "-m", "pytest", *args]
+    return [sys.executable, first, *args]
+
+
+def _requested_mode(config):
+    """"strict", "report" or None: what --unstall-strict / --unstall ask for."""
+    ns = getattr(config, "known_args_namespace", None) or config.option
+    if getattr(ns, "unstall_strict", False):
+        return "strict"
+    if getattr(ns, "unstall_report", False):
+        return "report"
+    return None
+
+
+def _named_explicitly(config):
+    """Whether the run names the plugin itself (-p pytest_unstall, a
+    conftest's pytest_plugins, PYTEST_PLUGINS), not only its entry point."""
+    ns = getattr(config, "known_args_namespace", None) or config.option
+    if PLUGIN in (getattr(ns, "plugins", None) or []):
+        return True
+    if PLUGIN in os.environ.get("PYTEST_PLUGINS", "").split(","):
+        return True
+    for plugin in config.pluginmanager.get_plugins():
+        wanted = getattr(plugin, "pytest_plugins", None) if str(getattr(plugin, "__file__", "")).endswith(
+            "conftest.py") else None
+        if wanted == PLUGIN or (isinstance(wanted, (list, tuple)) and PLUGIN in wanted):
+            return True
+    return False
+
+
+def _rerun_under_shim(config, mode):
+    """exec pytest again under the launcher (never returns), or raise
+    pytest's usage error saying why it cannot."""
+    how = "unstall --strict" if mode == "strict" else "unstall"
+    if os.environ.get(REEXEC_ENV) == str(os.getpid()):
+        raise pytest.UsageError(
+            f"pytest_unstall: pytest was re-run under {how}, yet libunstall.so is not preloaded "
+            f"(LD_PRELOAD={os.environ.get('LD_PRELOAD', '')!r}): something in between drops it")
+    launcher = _launcher()
+    if launcher is None:
+        raise pytest.UsageError("pytest_unstall: the unstall launcher is not found: install the unstall package, "
+                                "or run the tests as  unstall --strict -- python -m pytest ...")
+    args = list(config.invocation_params.args)
+    if list(sys.argv[1:]) != args:
+        raise pytest.UsageError(
+            f"pytest_unstall: --unstall{'-strict' if mode == 'strict' else ''} outside the shim needs pytest "
+            f"started from its command line (this one was called with other arguments); run it as  {how} -- "
+            "python -m pytest ...")
+    argv = ["/bin/sh", launcher] + (["--strict"] if mode == "strict" else []) + ["--"] + _python_command(args)
+    # pytest captures fd 1 and 2 into files by now: the new pytest gets the terminal back
+    capman = config.pluginmanager.getplugin("capturemanager")
+    if capman is not None:
+        capman.stop_global_capturing()
+    sys.stderr.write(f"pytest_unstall: running pytest again under {how} ({launcher}), "
+                     "with libunstall.so preloaded\n")
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.chdir(str(config.invocation_params.dir))
+    os.execve("/bin/sh", argv, dict(os.environ, **{REEXEC_ENV: str(os.getpid())}))
+
+
 if pytest is not None:
     _seen = [0]  # strict failures counted before the phase that runs now
+    _active = [False]  # the plugin checks this run
 
     def pytest_addoption(parser):
         group = parser.getgroup("unstall")
+        group.addoption("--unstall", action="store_true", default=False, dest="unstall_report",
+                        help="run the tests under unstall (report mode: the report at exit); outside the shim, "
+                             "pytest runs again under the launcher")
+        group.addoption("--unstall-strict", action="store_true", default=False, dest="unstall_strict",
+                        help="run the tests under unstall's strict mode: a test whose CUDA call strict mode fails "
+                             "fails, naming its line; outside the shim, pytest runs again under unstall --strict")
         group.addoption("--unstall-optional", action="store_true", default=False,
                         help="run the tests even where libunstall.so is not preloaded (the plugin then checks nothing)")
 
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_load_initial_conftests(early_config, parser, args):
+        # the earliest hook for a plugin named by -p or its entry point: no
+        # conftest (which may import torch) has run yet
+        mode = _requested_mode(early_config)
+        if mode is not None and not shim_loaded():
+            _rerun_under_shim(early_config, mode)
+
     def pytest_configure(config):
-        if not shim_loaded() and not config.getoption("unstall_optional"):
+        mode = _requested_mode(config)
+        if not shim_loaded():
+            if mode is not None:  # a plugin named by a conftest only: the conftests have run, the tests not
+                _rerun_under_shim(config, mode)
+            if _named_explicitly(config) and not config.getoption("unstall_optional"):
+                raise pytest.UsageError(
+                    "pytest_unstall: libunstall.so is not preloaded in this process; run the suite as\n"
+                    "  tools/unstall --strict -- python -m pytest -p pytest_unstall ...\n"
+                    "(or pytest --unstall-strict, or pass --unstall-optional to run it without the checks)")
+        elif mode == "strict" and not _strict_configured():
             raise pytest.UsageError(
-                "pytest_unstall: libunstall.so is not preloaded in this process; run the suite as\n"
-                "  tools/unstall --strict -- python -m pytest -p pytest_unstall ...\n"
-                "(or pass --unstall-optional to run it without the checks)")
+                "pytest_unstall: --unstall-strict, but this pytest already runs under the shim in another mode "
+                "(UNSTALL_MODE / UNSTALL_CONFIG); run it as  unstall --strict -- python -m pytest ...  or as  "
+                "pytest --unstall-strict  alone")
+        _active[0] = shim_loaded() or mode is not None or _named_explicitly(config)
         _seen[0] = strict_failures()[0]
 
     def pytest_report_header(config):
+        if not _active[0]:
+            return None
         if not shim_loaded():
             return "unstall: libunstall.so not preloaded: no test fails for an implicit synchronization"
         if not _strict_configured():
+            if _requested_mode(config) == "report":
+                return "unstall: report mode; the report at exit (no test fails for a finding)"
             return ("unstall: preloaded, but UNSTALL_MODE / UNSTALL_CONFIG do not ask for strict mode: "
                     "no call fails, so no test will (tools/unstall --strict)")
         return "unstall: strict mode; a test whose CUDA call strict mode fails fails, naming its line"
