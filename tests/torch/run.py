@@ -36,6 +36,7 @@ CASES_PY = os.path.join(HERE, "cases.py")
 LAUNCHER = os.path.join(ROOT, "tools", "unstall")
 REPORT_TOOL = os.path.join(ROOT, "tools", "unstall-report")
 ALL = ["copies", "dataloader", "train", "graph", "seed002", "cnn", "ddp", "ddp_fail", "strict", "pytest"]
+ALL += ["pin_default"]  # the DataLoader CNN job as a user starts it (pin_dataloader's default)
 
 
 class Run:
@@ -87,7 +88,7 @@ class Tester:
         self.passed = 0
         self.skipped = 0
 
-    def run(self, case, label, extra=(), shim=False, strict=False, timeout=600, cmd=None, flags=()):
+    def run(self, case, label, extra=(), shim=False, strict=False, timeout=600, cmd=None, flags=(), env=None):
         """Run cases.py CASE (or cmd) natively or under the shim (with the
         launcher's flags); a Run."""
         log_dir = os.path.join(self.out, label)
@@ -102,10 +103,12 @@ class Tester:
                 pre.append("--strict")
             pre += list(flags)
             command = pre + ["--"] + command
+        env_extra = env or {}
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         for key in list(env):
             if key.startswith("UNSTALL_") or key == "LD_PRELOAD":
                 del env[key]
+        env.update(env_extra)
         t0 = time.perf_counter()
         try:
             p = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
@@ -207,6 +210,73 @@ class Tester:
         for run in (pinned, pin_dl):
             for k, v in run.figures.items():
                 self.figures[(k, run.label)] = v
+
+    def case_pin_default(self, rounds=3):
+        """The DataLoader CNN job (pin_memory=False) as a user starts it: under
+        unstall its loader pins by default. Three rounds of native,
+        pin_memory=True and the default launch (steps/s each, the default's
+        share of pin_memory=True's); then --no-pin-dataloader (not pinned),
+        and pinned memory made scarce: pin_dataloader_max 4m (a 3 MiB batch
+        at a time) and a pin failure injected every seventh pin_memory() call.
+        Every run must finish with native's weights."""
+        runs = []
+        for r in range(1, rounds + 1):
+            runs.append(self.run("cnn", f"native-r{r}", ["--pin", "0"]))
+            runs.append(self.run("cnn", f"pinned-r{r}", ["--pin", "1"]))
+            runs.append(self.run("cnn", f"default-r{r}", ["--pin", "0"], shim=True))
+        off = self.run("cnn", "no-pin", ["--pin", "0"], shim=True, flags=["--no-pin-dataloader"])
+        capped = self.run("cnn", "cap-4m", ["--pin", "0"], shim=True, env={"UNSTALL_PIN_DATALOADER_MAX": "4m"})
+        inject = ("import runpy, sys, torch\n"
+                  "calls = [0]\n"
+                  "pin = torch.Tensor.pin_memory\n"
+                  "def failing_pin_memory(self, *a, **k):\n"
+                  "    calls[0] += 1\n"
+                  "    if calls[0] % 7 == 3:\n"
+                  "        raise RuntimeError('CUDA error: out of memory (injected by torch-test)')\n"
+                  "    return pin(self, *a, **k)\n"
+                  "torch.Tensor.pin_memory = failing_pin_memory\n"
+                  "sys.argv = sys.argv[1:]\n"
+                  "runpy.run_path(sys.argv[0], run_name='__main__')\n")
+        failing = self.run("cnn", "pin-fails", shim=True,
+                           cmd=[self.python, "-c", inject, CASES_PY, "cnn", "--pin", "0"])
+        problems = []
+        weights = runs[0].digests.get("cnn_weights")
+        if not weights:
+            problems.append("native printed no weights")
+        for run in runs + [off, capped, failing]:
+            if run.rc != 0:
+                tail = " | ".join(run.out.strip().splitlines()[-3:])
+                problems.append(f"{run.label} exit {run.rc} ({tail[:200]})")
+            problems += [f"{run.label}: {c}" for c in run.failed_checks()]
+            if run.digests.get("cnn_weights") != weights:
+                problems.append(f"{run.label}: other weights than native")
+        want_pinned = [(run, 1 if run.label.startswith(("pinned", "default", "cap", "pin-fails")) else 0)
+                       for run in runs + [off, capped, failing]]
+        problems += [f"{run.label}: loader pin_memory {run.figures.get('cnn_loader_pin_memory')}, {want} expected"
+                     for run, want in want_pinned if run.figures.get("cnn_loader_pin_memory") != want]
+        notes = {run.label: run.out.count("unstall: pin_dataloader: DataLoader at ") for run in runs + [off]}
+        problems += [f"{label}: {n} notes that the loader pins" for label, n in notes.items()
+                     if n != (1 if label.startswith("default") else 0)]
+        failures = failing.out.count("unstall: pin_dataloader: a batch could not be pinned (RuntimeError")
+        if failures != 1:
+            problems.append(f"pin-fails: {failures} failure warnings, 1 expected")
+        if "unstall: pin_dataloader: pinned batches reached pin_dataloader_max=4m" not in capped.out:
+            problems.append("cap-4m: no note that the cap was reached")
+        shares = []
+        for r in range(rounds):
+            native, pinned, default = runs[3 * r:3 * r + 3]
+            for run in (native, pinned, default):
+                self.figures[("pin_default_steps_per_s", run.label)] = run.figures.get("cnn_steps_per_s")
+            pin_rate, default_rate = pinned.figures.get("cnn_steps_per_s"), default.figures.get("cnn_steps_per_s")
+            if pin_rate and default_rate:
+                shares.append(default_rate / pin_rate)
+            print(f"  round {r + 1}: steps/s native {native.figures.get('cnn_steps_per_s')}, "
+                  f"pin_memory=True {pin_rate}, default launch {default_rate}", flush=True)
+        shown = ", ".join(f"{100 * s:.1f}%" for s in shares)
+        met = "met" if shares and min(shares) >= 0.95 else "not met"
+        self.verdict("pin_default", problems,
+                     f"weights equal in {3 * rounds + 3} runs (scarce: cap 4m, a failure every 7th pin); "
+                     f"default launch / pin_memory=True per round: {shown} (target >= 95% each: {met})")
 
     def case_ddp(self):
         count = self.gpu_count()
