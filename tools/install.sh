@@ -10,6 +10,8 @@
 #   PREFIX/share/unstall/config/*.conf      (unstall --profile NAME, --strict)
 #   PREFIX/share/unstall/python/*.py        (option pin_dataloader: the
 #                                            launcher puts it on PYTHONPATH)
+#   PREFIX/share/unstall/python/unstall_html.py  (unstall-report --html finds
+#                                            it there, beside PREFIX/bin)
 #
 # Usage: tools/install.sh install|uninstall BUILD_DIR PREFIX [DESTDIR]
 # DESTDIR stages the files elsewhere (packaging); the paths written into the
@@ -36,6 +38,7 @@ if [ "$action" = uninstall ]; then
     rm -f "$destdir$libdir/libunstall.so" "$destdir$libdir/unstall/libunwind.so.8" "$destdir$libexecdir/p2pcheck-probe"
     for c in "$top"/config/*.conf; do rm -f "$destdir$confdir/$(basename "$c")"; done
     for p in "$here"/python/*.py; do rm -f "$destdir$pydir/$(basename "$p")"; done
+    rm -f "$destdir$pydir/unstall_html.py"
     rm -rf "$destdir$pydir/__pycache__"
     # the folders of our own, when nothing else is left in them
     rmdir "$destdir$libexecdir" "$destdir$libdir/unstall" "$destdir$confdir" "$destdir$pydir" "$destdir$prefix/share/unstall" 2>/dev/null || true
@@ -58,6 +61,7 @@ if [ -f "$build/unstall/libunwind.so.8" ]; then
 fi
 for c in "$top"/config/*.conf; do install -m 0644 "$c" "$destdir$confdir/"; done
 for p in "$here"/python/*.py; do install -m 0644 "$p" "$destdir$pydir/"; done
+install -m 0644 "$here/unstall_html.py" "$destdir$pydir/"
 # compiled now, for this python3: a user cannot write its cache into the prefix,
 # and every Python start would compile sitecustomize.py again (about 1.5 ms)
 if command -v python3 >/dev/null 2>&1; then
