@@ -6,10 +6,10 @@
  * 89 of the four small forms now sit in 9, fewer pages for a copy to meet
  * with cold TLBs after the host was idle. The list is callgrind's: the
  * functions called once a call or more by tools/bench/smallcopy.c's four
- * forms. Its effect alone was not measured apart from session 35's other
- * changes; prefetching all of .text.hot into L2 before the native call took
+ * forms. Its effect alone was not measured apart from the changes it came
+ * with; prefetching all of .text.hot into L2 before the native call took
  * 0.1-0.25 us off two of the steps after it, 2 ms apart, and nothing off the
- * classification (docs/measurements/h200-session35.txt, section 4). */
+ * classification (tools/bench/probe.sh on an H200 host). */
 #ifndef UNSTALL_HOT_H
 #define UNSTALL_HOT_H
 

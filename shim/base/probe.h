@@ -9,9 +9,10 @@
  * UNSTALL_PROBE_OUT names (appended; default stderr):
  *   UNSTALL_PROBE pid=<p> call=<n> tid=<t> api=<name> path=<path> bytes=<n> <step>=<us since entered> ...
  * with the steps the call reached. tools/bench/probe_steps.py puts the
- * records of many processes side by side. Session 31 answered its questions
- * (a first copy, a copy after the host was idle) with patches made for the
- * day; this keeps them in the tree, where the code they time is. */
+ * records of many processes side by side. Questions such as what a first
+ * copy or a copy after the host was idle spends its time on were once
+ * answered with patches made for the day; this keeps them in the tree, where
+ * the code they time is. */
 #ifndef UNSTALL_PROBE_H
 #define UNSTALL_PROBE_H
 

@@ -4,7 +4,7 @@
  * mode's exchange and restore, the capture check, the stream's context, each
  * chunk's copy, its event's record and the wait for it: seven calls for a
  * 4 B D2H. Through the runtime each cost about 60 ns more than the same
- * driver function on an H200 host (session 36, docs/performance.md: a 4 B
+ * driver function on an H200 host (a 4 B
  * D2H's rewrite 8.50 us through the runtime against 8.00 through the driver,
  * native 8.41, in one process). The runtime's function does the driver's call after checks of its
  * own; the pipelines take the driver's directly where the stream is in the

@@ -45,10 +45,10 @@ struct copy_site {
 /* Inlined, as copy_run is into us_copy_run: the unwinder's first walk
  * through a return address it has not met cost 2.5-3 us (libunwind read
  * the tables with signals blocked, a dozen system calls; 0.8 us since the
- * bundled copy skips that masking, session 30: unwinder.c), and a process's
+ * bundled copy skips that masking: unwinder.c), and a process's
  * first copy met five, four of them the shim's own. A frame less on the
  * path is an address less to meet: the first 4 B H2D's walk took 13-14 us
- * on an H200 host (session 27, docs/performance.md). */
+ * on an H200 host (tools/bench/firstcall.sh). */
 __attribute__((always_inline)) static inline void take_site(struct copy_site *s)
 {
     if (!s->taken) {
@@ -140,13 +140,13 @@ static const struct us_ctx *copy_context(const struct us_ctx **home, bool *looke
 
 static inline __attribute__((always_inline)) cudaError_t copy_run(struct us_copy *c);
 
-/* The runtime's first pointer queries of host memory cost microseconds
- * (session 22: 8-9 us): asked here, of a heap and a stack address, inside the
+/* The runtime's first pointer queries of host memory cost microseconds (8-9 us
+ * on an H100 host): asked here, of a heap and a stack address, inside the
  * program's first device allocation rather than in its first copies. On an
  * H200 host (15-20 processes each, the order turning, three runs,
- * performance.md session 25) a process's first 4 B pageable H2D took 3-9 us
- * less, its first 4 B D2H 0-6 us less. Session 22 had seen no difference,
- * from runs in a fixed order, which alone moved first copies by 10-15 us. */
+ * tools/bench/firstcall.sh) a process's first 4 B pageable H2D took 3-9 us
+ * less, its first 4 B D2H 0-6 us less. Runs in a fixed order had shown no
+ * difference: the order alone moved first copies by 10-15 us. */
 static void warm_pointer_query(void)
 {
     const struct us_real_api *real = us_real();
@@ -173,12 +173,13 @@ bool us_copy_warm(const void *device_bytes, size_t size)
     /* the threads first, so that their start (stacks, first wait) overlaps
      * the pinning rather than the program's first copies. With the threads
      * started here, in either order, the first 4 B D2H was 3-9 us slower on
-     * H100 hosts than without them; the cause is not found (performance.md,
-     * session 22) */
+     * H100 hosts than without them; the cause is not found
+     * (tools/bench/firstcall.sh) */
     if (cfg->fix && (cfg->fix_d2h || cfg->fix_h2d)) {
         us_hostcopy_start();
         /* libcuda's functions for the pipelines, looked up now: six
-         * look-ups inside a first copy made it 7-9 us slower (session 36) */
+         * look-ups inside a first copy made it 7-9 us slower on an H200
+         * host */
         (void)us_real_driver();
     }
     us_staging_warm(device_bytes, size);

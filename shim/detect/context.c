@@ -333,7 +333,7 @@ static bool only_one_device(const struct us_driver_api *api)
 
 /* After the host slept 2 ms cudaGetDevice took 2.0-2.2 us on an H200 host,
  * against 0.45-0.5 us for cuCtxGetCurrent (back to back 0.16-0.18 against
- * 0.10-0.11; session 35, .gpuwork/idledev.c), and a small pass-through copy
+ * 0.10-0.11), and a small pass-through copy
  * on the legacy stream asks at every call (legacy_stream's contention): the
  * context table answers, which asks the device once per context. Only where
  * the driver has cuCtxGetId: without it an entry cannot tell a context

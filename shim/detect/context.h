@@ -43,10 +43,10 @@ CUcontext us_context_current(void);
  * context is current or the table cannot say. In a process that sees one
  * device, 0 without a driver call: every context is then on device 0, and
  * cudaGetDevice answers 0 with none current. The two calls the table needs
- * (cuCtxGetCurrent, cuCtxGetId) were the largest step of a small
- * pass-through copy after the host was idle 2 ms: 1.0 us of the shim's own
- * 3.9 (every legacy-stream copy, launch and memset asks; session 38,
- * docs/performance.md). The driver is asked the device count once. */
+ * (cuCtxGetCurrent, cuCtxGetId) were the largest step of a small pass-through
+ * copy after the host was idle 2 ms: 1.0 us of the shim's own 3.9 on an H200
+ * host (every legacy-stream copy, launch and memset asks; tools/bench/probe.sh
+ * times the steps). The driver is asked the device count once. */
 int us_current_device(void);
 
 /* Makes the primary context of `device` current on the calling thread until

@@ -1,5 +1,5 @@
 /* engine_late.h - whether same-device D2D copies start late because the
- * compute engine is busy (case D, rule busy_engine_d2d, issue 13).
+ * compute engine is busy (case D, rule busy_engine_d2d).
  *
  * A same-device copy runs as a kernel. Behind a kernel of its own context
  * that holds every SM it waits until that kernel ends; behind any kernel of

@@ -2,8 +2,8 @@
  *
  * Asking the runtime what a host pointer is (cudaPointerGetAttributes) is
  * most of what classifying a small pageable copy costs: 0.3 us back to back
- * and 2.8-7 us after the host was idle 2 ms, on an H200 host (session 32,
- * docs/performance.md), where a native 4 B copy takes 5-20 us. A program
+ * and 2.8-7 us after the host was idle 2 ms, on an H200 host
+ * (tools/bench/probe.sh), where a native 4 B copy takes 5-20 us. A program
  * copies from the same buffers step after step, so each thread remembers the
  * last pages the runtime answered "unregistered" (pageable) for.
  *
@@ -50,7 +50,7 @@ void us_hostpages_mapping_changed(void);
  * heeded until the matching end. Without this, each growth of the staging
  * pool made every thread ask the runtime again at its next pageable copy: a
  * cold pointer query inside the first copy after a larger one (2.8-7 us
- * after an idle moment, session 32). Nests. */
+ * after an idle moment). Nests. */
 void us_hostpages_own_mapping_begin(void);
 void us_hostpages_own_mapping_end(void);
 

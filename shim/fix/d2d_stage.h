@@ -1,4 +1,4 @@
-/* d2d_stage.h - the remedy of case D (fix_busy_d2d, issue 13): a
+/* d2d_stage.h - the remedy of case D (fix_busy_d2d): a
  * same-device copy whose stream's copies start late behind a busy compute
  * engine (detect/engine_late.h) goes through pinned host memory on the copy
  * engines instead: a D2H into the stream's staging buffer, then an H2D from

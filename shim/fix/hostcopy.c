@@ -41,7 +41,7 @@
  * a 2 MiB D2H on an H200 host ran in phases of tens of milliseconds at
  * twice the fast phase's time (its median 202 us, p99 460, per process
  * 176-336; native 238 / 294); with 128 KiB parts 148 / 196 (147-148), and
- * 4-16 MiB as before (performance.md, session 26). 64 KiB parts did as
+ * 4-16 MiB as before (tools/bench/smallcopy.sh's rows). 64 KiB parts did as
  * well at 2 MiB and cost 16 MiB copies 6% (one lock round per part). */
 #define HC_PART_BYTES (128u << 10)
 #define HC_PART_ALIGN 4096u          /* part boundaries on page boundaries of the source offset */
@@ -108,7 +108,7 @@ unsigned us_hostcopy_worker_spins(void)
  * into the cache first, and without pushing the program's data out of it.
  * On an H200 host (16 vCPUs, 300 MiB L3) a 16 MiB pageable H2D took 766 us
  * with memcpy's stores and 466 with these (native 1121; five processes each,
- * performance.md session 26). Into the program's memory (a D2H) they made
+ * tools/bench/smallcopy.sh). Into the program's memory (a D2H) they made
  * the 16 MiB copy slower (400 -> 518 us): the program reads that memory next.
  * The fence makes the stores visible before the caller issues the DMA (and
  * before a worker reports its part done). SSE2 is part of x86-64; elsewhere
@@ -194,7 +194,7 @@ static void part_done_locked(struct hc_job *job)
  * copies, whose host copy is shared, had calls of 0.5-6 ms scattered through
  * it, and none with one copy thread; the spin cut the asynchronous rows' p99
  * (4 MiB D2H 1250 / 337 / 988 -> 297 / 383 / 336 us, three runs) and left
- * the others within the runs' spread (performance.md, session 22). */
+ * the others within the runs' spread (tools/bench/smallcopy.sh). */
 #define HC_SPIN_NS 300000u
 
 /* Spins until ready(arg), or until `ns` passed (the clock is read every 64

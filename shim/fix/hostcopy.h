@@ -1,6 +1,6 @@
 /* hostcopy.h - host-to-host memcpy on several threads, for the pipelines'
- * copies between pageable memory and pinned slots (design.md: 1 thread
- * 11 GB/s, 8 threads 33 GB/s on the test machine).
+ * copies between pageable memory and pinned slots (measured on a GPU host:
+ * 1 thread 11 GB/s, 8 threads 33 GB/s).
  *
  * A copy of at least option copy_thread_min bytes is split into parts that
  * the calling thread and a pool of worker threads copy together; option
@@ -56,15 +56,14 @@ void us_hostcopy_to_fresh(void *dst, const void *src, size_t bytes);
  * seen (option d2h_hugepages=0). Returns whether it advised (tests). */
 bool us_hostcopy_advise_fresh(void *dst, size_t bytes);
 
-/* A copy of `bytes` (one us_hostcopy call) comes next, after a wait for
- * the GPU: where the pool shares it and any of its workers sleeps, wakes
- * them now, to spin for the job (as after a job when jobs come back to back).
- * A worker that slept takes 20-200 us to run again on an H200 VM host after
- * 2 ms idle, against 17 us when the machine is busy (seven workers,
- * performance.md session 33); woken when the job is posted, the caller waited
- * for that. Woken here, the wake-up overlaps the caller's wait for its
- * first chunk. Costs the caller one broadcast (6-8 us there) only when a
- * worker sleeps, which the job would otherwise pay. */
+/* A copy of `bytes` (one us_hostcopy call) comes next, after a wait for the
+ * GPU: where the pool shares it and any of its workers sleeps, wakes them now,
+ * to spin for the job (as after a job when jobs come back to back). A worker
+ * that slept takes 20-200 us to run again on an H200 VM host after 2 ms idle,
+ * against 17 us when the machine is busy (seven workers); woken when the job
+ * is posted, the caller waited for that. Woken here, the wake-up overlaps the
+ * caller's wait for its first chunk. Costs the caller one broadcast (6-8 us
+ * there) only when a worker sleeps, which the job would otherwise pay. */
 void us_hostcopy_expect(size_t bytes);
 
 /* Starts the pool's threads now, as many as a large copy would use: their

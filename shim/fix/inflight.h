@@ -6,7 +6,8 @@
  * the device) finds it queued or done. A rewritten copy issues its chunks
  * while the call runs, so without this a release could free the memory
  * between two chunks and the next chunk would read or write freed memory
- * (issue 8, item 10: a crash under unstall, 10 of 10 runs; native survived).
+ * (a release racing a copy crashed under unstall in 10 of 10 runs; native
+ * survived: pipe_tests' free_during_copy).
  *
  * Only pipelines register (us_pipe_begin/us_pipe_end): the pass-through path
  * pays nothing. A release scans a small fixed table (no lock); a pipeline

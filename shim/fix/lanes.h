@@ -6,9 +6,9 @@
  * them, and a pinned ring of `slots` x chunk_bytes that only this lane uses.
  * Copies on different user streams therefore never queue behind each other
  * inside the shim, and a slot's free event never depends on another user
- * stream's work (the seed 000 stall, and the deadlocks a shared stream could
- * make). The per-thread default stream is a different stream on every
- * thread, so its lanes are per thread as well.
+ * stream's work (case A's stall of an independent copy, and the deadlocks a
+ * shared stream could make). The per-thread default stream is a different
+ * stream on every thread, so its lanes are per thread as well.
  *
  * Lanes are made on first use with the right device current (the caller's
  * is restored), live for the process (never destroyed: contract.md §8), and

@@ -30,13 +30,13 @@ bool us_pipeline_d2h(const struct us_copy *c, const struct us_ctx *home, cudaErr
  * is this without the answer. */
 bool us_pipeline_h2d_held(const struct us_copy *c, const struct us_ctx *home, cudaError_t *result, bool *held);
 
-/* Case C in two steps, for a caller with work to do while the first chunks
- * are on the GPU (chain.c: the finding's call site; a 4-byte copy's wait is
- * most of its time, 4.6-4.9 us of 7.5-8.3 on an H200, docs/performance.md,
- * session 24). Start: the checks, the slots, the first chunks issued; false:
- * declined with nothing issued and nothing held. Finish (only after a start
- * that returned true): waits, copies out, issues the rest, gives the slots
- * back; returns what the call returns. us_pipeline_d2h is the two in a row. */
+/* Case C in two steps, for a caller with work to do while the first chunks are
+ * on the GPU (chain.c: the finding's call site; a 4-byte copy's wait is most
+ * of its time, 4.6-4.9 us of 7.5-8.3 on an H200). Start: the checks, the
+ * slots, the first chunks issued; false: declined with nothing issued and
+ * nothing held. Finish (only after a start that returned true): waits, copies
+ * out, issues the rest, gives the slots back; returns what the call returns.
+ * us_pipeline_d2h is the two in a row. */
 struct us_d2h_run {
     struct us_pipe p;
     struct us_pipe_slots s;

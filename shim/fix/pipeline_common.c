@@ -49,7 +49,7 @@ static cudaError_t stream_is_capturing(const struct us_pipe *p, const struct us_
 
 /* Whether the driver says the stream is in the current context (then it is
  * on the current device): cuStreamGetCtx, 60 ns less than the runtime's
- * cudaStreamGetDevice (session 36). No: the runtime is asked. */
+ * cudaStreamGetDevice on an H200 host. No: the runtime is asked. */
 static bool stream_in_context(const struct us_pipe *p, const struct us_real_driver *drv, const struct us_ctx *home)
 {
     CUcontext ctx;

@@ -48,7 +48,7 @@ bool us_pipe_begin(struct us_pipe *p, const struct us_copy *c, const struct us_c
 /* Releases the copy's device ranges and restores the capture mode. The
  * caller records the copy's span (chain.c), from the times it takes around
  * the whole call anyway: two clock reads fewer per rewritten copy, 40 ns each
- * on an H200 host under KVM (session 39). */
+ * on an H200 host under KVM. */
 void us_pipe_end(struct us_pipe *p);
 
 /* Slots of the shared staging pool that one copy holds, with their events in

@@ -1,7 +1,7 @@
 /* pipeline_d2h.c - case C: a device-to-host copy into pageable memory, which
  * the driver does holding a lock that other threads' launches wait for (a
  * program where the copy waits for work another thread must launch hangs:
- * seed 004).
+ * the D2H-launch deadlock, case_c_pageable_d2h's deadlock test).
  *
  * Chunks go device-to-pinned on the user stream (stream order by
  * construction), each followed by its slot's event; the host waits for each
@@ -15,10 +15,10 @@
  * rest (staging.h). With none ready (a process's first D2H), it goes native
  * when its stream is idle, and else pins one slot inside the call: a native
  * D2H can deadlock a program whose stream waits for another thread's launch
- * (seed 004), which an idle stream cannot (claim_slots). The idle check is
- * made only then: it costs two to four runtime calls, and on an H100 host
- * sending every small D2H on an idle stream to the native call that way made
- * them 4 us slower than the rewrite (docs/performance.md).
+ * (the D2H-launch deadlock), which an idle stream cannot (claim_slots). The
+ * idle check is made only then: it costs two to four runtime calls, and on an
+ * H100 host sending every small D2H on an idle stream to the native call
+ * that way made them 4 us slower than the rewrite (docs/performance.md).
  *
  * There is no mode that returns before the data is in place (d2h_deferred
  * was removed): correctly ordered code that reads the buffer, or copies from
@@ -104,13 +104,14 @@ static cudaError_t copy_rest(struct us_d2h_run *run)
  * small native copy (64 KiB took 0.25 ms on an H100 host, against 8-10 us for
  * a native 4 B D2H). The native call is safe where nothing already queued can
  * make it wait (us_pipe_stream_idle): the deadlock a native D2H causes needs a
- * stream that waits for another thread, as seed 004's waits for an event.
+ * stream that waits for another thread, as the D2H-launch deadlock's waits
+ * for an event.
  * But it holds the runtime lock other threads' launches wait on for as long
  * as it copies: so only a copy of up to US_STAGING_INLINE_MAX (1 MiB: 0.14 ms
  * natively, less than pinning its slot) goes native then, while the grower
  * pins the slots; a larger one, or one behind queued work, pins one slot here,
  * as before (a first 256 MiB D2H sent native held another thread's launch
- * 243 ms, seed 002 in make torch-test on an H100). */
+ * 243 ms: make torch-test's d2h_vs_launch case on an H100). */
 static bool claim_slots(const struct us_pipe *p, unsigned want, struct us_pipe_slots *s)
 {
     if (us_pipe_claim(p, want, US_PIPE_CLAIM_READY, s))

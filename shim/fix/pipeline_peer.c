@@ -42,11 +42,11 @@ static cudaError_t lane_error(const struct us_real_api *real, const struct us_la
 /* A copy on the legacy stream (cudaMemcpy, cudaMemcpyPeer, stream 0 or
  * cudaStreamLegacy of the plain entries) is serialized with the legacy
  * streams, hence the blocking streams, of the source and destination devices
- * too, whichever is current (design.md, "Cross-device ordering"): the D2H
- * stream waits for their earlier work, and their later work waits for the
- * copy. The user stream is the current device's legacy stream: `start` and
- * the final wait cover that one. Fills `devices` (and their gate events) with
- * the others; returns how many. */
+ * too, whichever is current (contract.md §1; pipe_tests' cross_device_*): the
+ * D2H stream waits for their earlier work, and their later work waits for the
+ * copy. The user stream is the current device's legacy stream: `start` and the
+ * final wait cover that one. Fills `devices` (and their gate events) with the
+ * others; returns how many. */
 static int legacy_others(const struct us_pipe *p, const struct us_lane *l, int devices[2], cudaEvent_t gates[2])
 {
     int n = 0;

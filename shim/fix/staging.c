@@ -358,9 +358,9 @@ US_HOT unsigned us_staging_claim_for_copy(const struct us_staging_ask *ask, stru
 
     /* Too much to pin inside this call: the grower adds it, and the copy
      * runs with what it has (and, pin_one, pins one slot inline when it has
-     * none: a D2H must not go native when it can help it, seed 004). The
-     * count asked for is of slots available to others: those this copy
-     * keeps are not. */
+     * none: a D2H must not go native when it can help it, case C's
+     * D2H-launch deadlock). The count asked for is of slots available to
+     * others: those this copy keeps are not. */
     unsigned inline_now = ask->pin_one && got == 0 ? 1 : 0;
     size_t inline_slot = slot <= budget ? slot : us_staging_slot_bytes_for(budget, 1); /* within the budget */
     unsigned total = got + missing;
@@ -427,7 +427,7 @@ static unsigned warm_sizes(size_t budget, size_t *sizes, unsigned cap)
  * for. After the pinning, the process's next DMA was slower, the program's
  * own native copy included; one DMA through the block takes that cost here.
  * On an H200 host, a process's first 4 B pageable cudaMemcpy H2D (16
- * processes each, findings off, docs/performance.md session 29): native
+ * processes each, findings off, tools/bench/firstcall.sh): native
  * 20.4 us, the shim with no slots pinned 25.7, with them 37.2, with them and
  * this DMA 23.7; its first 4 B D2H (rewritten, through a slot) 36.4 -> 26.1
  * (native 29.8). One DMA into the block did as well as one into each slot,

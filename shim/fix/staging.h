@@ -29,25 +29,25 @@
  * that it is cut into a bounded number of chunks.
  *
  * Growth is off the copy's thread unless it is small (first use must not be
- * slower than native, issue 8 item 7, issue 15 item 2). A copy that finds
+ * slower than native: contract.md §4). A copy that finds
  * too few ready slots pins the missing ones inside the call only when they
  * come to no more than its inline budget (us_staging_inline_budget: an eighth
  * of the copy, 64 KiB at least, 1 MiB at most). Otherwise it asks the grower
  * thread (grower.h) to add them and runs with the slots it has, cycling
- * through them (both pipelines since session 21: an H2D that waited for all
- * of them went native every time while its native copies held the driver the
- * grower waits for; the all-or-nothing claim went in session 22). With none
+ * through them (both pipelines: an H2D that waited for all of them went
+ * native every time while its native copies held the driver the grower
+ * waits for, so no copy claims all-or-nothing). With none
  * of its own size, an H2D runs with ready slots of half its size or more,
  * and with none of those goes native at once: exactly the native call; a D2H goes native when its
  * stream is idle (pipeline_d2h.c: ready_only, us_staging_grow_later), else
  * pins one slot inline (pin_one; of the budget when its own slot size is over it;
  * one such smaller slot pinned earlier and free again is used instead): a
  * native D2H can deadlock a program whose stream waits for another thread's
- * launch (seed 004), which an idle stream cannot. The next copies of that size
- * find the grower's slots ready. The grower tops the pool up to what the copy
- * wanted, counting the slots available then (free, or released with their
- * work done), so that copies that repeat find their slots and concurrent
- * copies each get theirs, bounded by pinned_max.
+ * launch (case C's D2H-launch deadlock), which an idle stream cannot. The
+ * next copies of that size find the grower's slots ready. The grower tops
+ * the pool up to what the copy wanted, counting the slots available then
+ * (free, or released with their work done), so that copies that repeat find
+ * their slots and concurrent copies each get theirs, bounded by pinned_max.
  *
  * Thread-safe. The pool's mutex is never held across a call that can block
  * (allocation happens outside it); it is held across cudaEventQuery, which
@@ -77,7 +77,8 @@
  * copied: half the native copy's time or less, paid once. 1 MiB at most
  * (0.4 ms: about the longest stall native pageable copies cause other
  * threads' launches, 0.1-0.4 ms), 64 KiB at least (one smallest slot, 26 us:
- * a small first D2H must be rewritten, seed 004, and pays it once). */
+ * a small first D2H must be rewritten, since a native one can deadlock
+ * behind another thread's launch, and pays it once). */
 #define US_STAGING_INLINE_MAX ((size_t)1 << 20)
 
 struct us_slot {

@@ -29,7 +29,7 @@ bool us_findings_wanted(void);
 void us_findings_prepare(void);
 
 /* The calling thread's share of its first finding, done now: its id (a
- * system call, 2 us on an H200 host; session 30). The shim calls it inside
+ * system call, 2 us on an H200 host). The shim calls it inside
  * the program's first device allocation, on the thread that is likely to
  * make the first copies. */
 void us_findings_prepare_thread(void);

@@ -9,7 +9,7 @@
  * and sums a finding at one of them in that slot: plain loads and stores in
  * its own memory, no lock and no atomic read-modify-write. Per call the
  * instructions barely moved (callgrind on the simulated runtime, a 4 KiB
- * pass-through H2D: the shim's own 2080 -> 2040, session 37); what went is
+ * pass-through H2D: the shim's own 2080 -> 2040); what went is
  * the shared lock and the table's cache lines.
  *
  * The sums reach the rows three ways, each under us_findings_lock: the

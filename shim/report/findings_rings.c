@@ -22,7 +22,7 @@
  * and keeps the entry only if both said its number. A writer the ring lapped
  * (10000 pushes while it wrote one) may leave its older entry in the slot:
  * the report then counts the newer one as let go. The span ring had a mutex
- * of its own, taken by every rewritten copy (session 38). */
+ * of its own, taken by every rewritten copy; it no longer has. */
 #define RING_STORE(field) __atomic_store_n(&slot->field, entry->field, __ATOMIC_RELEASE);
 #define RING_LOAD(field) out->field = __atomic_load_n(&slot->field, __ATOMIC_ACQUIRE);
 

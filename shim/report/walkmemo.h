@@ -4,7 +4,7 @@
  * A program copies from the same few places, in loops: each copy's finding
  * walks the same frames again. On an H200 host the walk took 0.35 us between
  * two small copies and 2.8 us after the host slept 2 ms (its caches cold),
- * where a small native copy takes 5-20 us (session 34, docs/performance.md).
+ * where a small native copy takes 5-20 us (tools/bench/probe.sh).
  *
  * A walk's return addresses each sit in a stack slot: on x86-64 the call
  * instruction stores it just below the caller's frame (at the callee's
