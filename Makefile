@@ -307,5 +307,17 @@ install: shim $(INSTALL_PROBE)
 uninstall:
 	@sh tools/install.sh uninstall $(BUILD) "$(PREFIX)" "$(DESTDIR)"
 
+# make wheel: DIST/unstall-VERSION-py3-none-manylinux_2_N_x86_64.whl (the glibc
+# the built library needs, read with objdump -T); make deb:
+# DIST/unstall_VERSION_amd64.deb (dpkg-deb; p2pcheck's probe as for install).
+# Offline, standard library only (tools/pkg/build, docs/install.md)
+DIST ?= dist
+.PHONY: wheel deb
+wheel: shim
+	@python3 tools/pkg/build wheel $(BUILD) $(DIST)
+
+deb: shim $(INSTALL_PROBE)
+	@python3 tools/pkg/build deb $(BUILD) $(DIST)
+
 clean:
 	rm -rf $(BUILD)

@@ -61,6 +61,8 @@ suite layers python3 tests/common/run_unittest.py layers tests/layers
 [ -d tests/p2pcheck ] && suite p2pcheck env BUILD="$build" python3 tests/common/run_unittest.py p2pcheck tests/p2pcheck
 [ -d tests/pytest_plugin ] && suite pytest-plugin env BUILD="$build" python3 tests/common/run_unittest.py pytest-plugin tests/pytest_plugin
 [ -d tests/pin_dataloader ] && suite pin-dataloader env BUILD="$build" python3 tests/common/run_unittest.py pin-dataloader tests/pin_dataloader
+# the wheel and the .deb built from this build, installed in a venv / extracted (PACKAGING_INSTALL=1: dpkg -i and --purge too)
+[ -d tests/packaging ] && suite packaging env BUILD="$build" python3 tests/common/run_unittest.py packaging tests/packaging
 [ -x tests/pipelines/run.sh ] && suite pipelines sh tests/pipelines/run.sh "$build"
 [ -x tests/scenarios/run.sh ] && suite scenarios sh tests/scenarios/run.sh "$build"
 [ -x tests/shim/run.sh ] && suite shim sh tests/shim/run.sh "$build"
