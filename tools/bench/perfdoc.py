@@ -5,7 +5,7 @@ rows, native and unstall side by side from one run), so that the documents
 show what the recorded runs measured and nothing else.
 
   perfdoc.py record BENCH_JSON --kind KIND [--commit C] [--date D] [--command CMD]
-      copy a run's figures into docs/measurements/DATE-KIND.bench.json with
+      copy a run's figures into docs/measurements (named DATE-KIND.bench.json) with
       where and how they were measured (KIND: the machine, e.g. h200x2, h100)
   perfdoc.py write      rewrite docs/performance.md, its chart (docs/bench-chart.svg,
                         tools/bench/chart.py's drawing) and the README's table
