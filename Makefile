@@ -31,11 +31,23 @@ endif
 ifneq ($(PROBE),)
 CPPFLAGS  += -DUS_PROBE
 endif
+# COVERAGE=1 (with a BUILD dir of its own; make coverage): every object and
+# program of the build counts its lines and branches (gcc --coverage); the
+# shared libraries' links take it with the sanitizer's flags
+ifneq ($(COVERAGE),)
+CFLAGS    += --coverage
+SAN_FLAGS += --coverage
+endif
 SHIM_CFLAGS := $(CFLAGS) -fvisibility=hidden
+# generated dependencies: each object's .d file (gcc -MMD -MP) names the
+# headers it includes, so that an edit rebuilds only the objects that include
+# it; an object whose .d file is missing is rebuilt once (DEP_FILES below)
+DEPFLAGS  := -MMD -MP
+# the jobs make check builds with (its test-bins step)
+JOBS      ?= $(shell nproc 2>/dev/null || echo 1)
 
 CORE_SRC  := $(foreach layer,$(SHIM_LAYERS),$(wildcard shim/$(layer)/*.c))
 ENTRY_SRC := $(wildcard shim/entry*/*.c)
-SHIM_HDR  := $(wildcard shim/*/*.h shim/*/*.def)
 CORE_OBJ  := $(CORE_SRC:%.c=$(BUILD)/%.o)
 ENTRY_OBJ := $(ENTRY_SRC:%.c=$(BUILD)/%.o)
 SHIM      := $(BUILD)/libunstall.so
@@ -51,6 +63,8 @@ FAKE_GEN  := $(BUILD)/fakecuda-gen
 
 UNIT_SRC  := $(wildcard tests/unit/test_*.c)
 UNIT_BIN  := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/unit/%)
+UNIT_OBJ  := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/unit/%.o)
+UNIT_FAKE_OBJ := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%.o,$(wildcard tests/unit/fake_*.c))
 FAKE_TEST_SRC := $(wildcard tests/fakecuda/tests/test_*.c)
 FAKE_TEST_BIN := $(FAKE_TEST_SRC:tests/fakecuda/tests/%.c=$(BUILD)/fakecuda/%)
 
@@ -93,9 +107,9 @@ deps:
 	@sh tools/install-deps.sh
 
 # --- the shim -----------------------------------------------------------------
-$(BUILD)/shim/%.o: shim/%.c $(SHIM_HDR) | deps-checked
+$(BUILD)/shim/%.o: shim/%.c $(BUILD)/shim/%.d | deps-checked
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(SHIM_CFLAGS) -c $< -o $@
+	$(CC) $(CPPFLAGS) $(SHIM_CFLAGS) $(DEPFLAGS) -c $< -o $@
 
 # -z now: the loader binds every function the shim imports when it loads
 # the shim, not at each one's first call. Bound lazily, a process's first
@@ -122,9 +136,9 @@ deps-checked:
 # --- the simulated runtime (tests/fakecuda) -------------------------------------
 # -Bsymbolic-functions: its own internal calls bind inside it, as the real
 # runtime's do, so a preload never sees a call the program did not make.
-$(BUILD)/tests/fakecuda/%.o: tests/fakecuda/%.c $(wildcard tests/fakecuda/*.h)
+$(BUILD)/tests/fakecuda/%.o: tests/fakecuda/%.c $(BUILD)/tests/fakecuda/%.d
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -Itests/fakecuda -c $< -o $@
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(DEPFLAGS) -Itests/fakecuda -c $< -o $@
 
 # The simulation is the driver, libcuda.so.1; libcudart.so.13 reaches it as
 # the real runtime does (dlopen, cuGetProcAddress) for its copies, and
@@ -164,9 +178,23 @@ $(BUILD)/fakecuda/test_%: tests/fakecuda/tests/test_%.c $(FAKE_LIB) tests/common
 	$(CC) $(CPPFLAGS) $(CFLAGS) -Itests/fakecuda -Itests/common $< -o $@ -L$(FAKE_DIR) -lcudart -l:libcuda.so.1 -ldl -lcmocka -pthread -lm -Wl,-rpath,'$$ORIGIN'
 
 # --- unit tests (cmocka, tests/unit/test_<module>.c) ----------------------------
-$(BUILD)/unit/test_%: tests/unit/test_%.c $(CORE_LIB) $(wildcard tests/unit/*.h) $(wildcard tests/common/*.h)
+# each test and the fake runtime compiled once (their headers in .d files),
+# then linked with the core
+$(BUILD)/tests/unit/%.o: tests/unit/%.c $(BUILD)/tests/unit/%.d | deps-checked
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -Itests/unit -Itests/common $< $(wildcard tests/unit/fake_*.c) -o $@ $(CORE_LIB) -lcmocka -ldl -pthread -lm
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(DEPFLAGS) -Itests/unit -Itests/common -c $< -o $@
+
+$(BUILD)/unit/test_%: $(BUILD)/tests/unit/test_%.o $(UNIT_FAKE_OBJ) $(CORE_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $< $(UNIT_FAKE_OBJ) -o $@ $(CORE_LIB) -lcmocka -ldl -pthread -lm
+
+.SECONDARY: $(UNIT_OBJ) $(UNIT_FAKE_OBJ)
+
+# the generated dependencies; a missing one is "remade" by the empty rule,
+# which rebuilds its object (a build folder from before they were generated)
+DEP_FILES := $(CORE_OBJ:.o=.d) $(ENTRY_OBJ:.o=.d) $(FAKE_OBJ:.o=.d) $(UNIT_OBJ:.o=.d) $(UNIT_FAKE_OBJ:.o=.d)
+$(DEP_FILES):
+include $(wildcard $(DEP_FILES))
 
 # --- scenario programs: CI build over the simulated runtime ---------------------
 # RUNPATH to the simulated runtime: run directly or under tools/unstall, they
@@ -243,13 +271,26 @@ $(BUILD)/gpu/stress: $(STRESS_DEPS) $(BUILD)/gpu/stress_kernels.o
 # --- tests ------------------------------------------------------------------------
 test-bins: all $(CORE_LIB) $(UNIT_BIN) $(FAKE_TEST_BIN) $(BUILD)/stress/stress $(CONF_BIN) $(CAPTURE_BIN) $(P2P_FAKE_PROBE)
 
-# what the sanitizer passes run (tests/sanitize.sh leaves the conformance,
-# capture and p2pcheck programs to the plain run)
-sanitize-bins: all $(CORE_LIB) $(UNIT_BIN) $(FAKE_TEST_BIN) $(BUILD)/stress/stress
+# what the sanitizer passes run (tests/sanitize.sh leaves the capture and
+# p2pcheck programs to the plain run; the conformance programs run in its
+# full scope)
+sanitize-bins: all $(CORE_LIB) $(UNIT_BIN) $(FAKE_TEST_BIN) $(BUILD)/stress/stress $(CONF_BIN)
 
 check: deps
-	@$(MAKE) --no-print-directory test-bins
+	@$(MAKE) --no-print-directory -j$(JOBS) test-bins
 	@sh tests/run-all.sh $(BUILD)
+
+# branch coverage per module of the shim (tools/coverage-summary, gcov): the
+# unit and simulated-runtime suites over a build of its own, made without
+# optimisation so that the branches are the source's (docs/testing.md)
+COVERAGE_BUILD  ?= build-coverage
+COVERAGE_SUITES ?= test_* pipelines shim detect scenarios driver hang stress faults conformance-shim conformance-shim-1dev
+.PHONY: coverage
+coverage: deps
+	@CFLAGS="-O0 -g" $(MAKE) --no-print-directory -j$(JOBS) BUILD=$(COVERAGE_BUILD) COVERAGE=1 test-bins
+	@find $(COVERAGE_BUILD) -name '*.gcda' -delete
+	@ONLY_SUITES="$(COVERAGE_SUITES)" CHECK_SANITIZE=0 sh tests/run-all.sh $(COVERAGE_BUILD); \
+	    rc=$$?; python3 tools/coverage-summary $(COVERAGE_BUILD) --json $(COVERAGE_BUILD)/coverage.json && exit $$rc
 
 # the suites again under ASan+UBSan and under TSan, each in a build dir of its
 # own (build-asan, build-tsan); SANITIZERS="asan" runs one

@@ -56,6 +56,9 @@ done
 suite gen-docs-check sh -c 'python3 tools/gen-docs --check && echo "gen-docs-check: 1 passed, 0 failed"'
 suite perfdoc-check sh -c 'python3 tools/bench/perfdoc.py check && echo "perfdoc-check: 1 passed, 0 failed"'
 suite layers python3 tests/common/run_unittest.py layers tests/layers
+# hand-written mutants of the pure modules (policy, parsers, staging size
+# policy), each rebuilt and run against its unit tests: every one killed
+[ -f tests/mutation/run.py ] && suite mutation python3 tests/mutation/run.py "$build"
 [ -d tests/report ] && suite unstall-report python3 tests/common/run_unittest.py unstall-report tests/report
 [ -d tests/bench ] && suite bench-chart python3 tests/common/run_unittest.py bench-chart tests/bench
 [ -d tests/p2pcheck ] && suite p2pcheck env BUILD="$build" python3 tests/common/run_unittest.py p2pcheck tests/p2pcheck

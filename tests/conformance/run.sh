@@ -12,7 +12,8 @@ bin=${1:?usage: run.sh BIN_DIR}
 here=$(cd "$(dirname "$0")" && pwd)
 passed=0 failed=0 skipped=0
 pre=""
-[ -n "$CONFORM_SHIM" ] && pre="LD_PRELOAD=$CONFORM_SHIM"
+# a sanitizer's runtime first where tests/sanitize.sh runs the suite (SAN_PRELOAD)
+[ -n "$CONFORM_SHIM" ] && pre="LD_PRELOAD=${SAN_PRELOAD:+$SAN_PRELOAD }$CONFORM_SHIM"
 tab=$(printf '\t')
 err=$(mktemp) || exit 1
 trap 'rm -f "$err"' EXIT
