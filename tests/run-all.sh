@@ -60,6 +60,8 @@ suite layers python3 tests/common/run_unittest.py layers tests/layers
 # policy), each rebuilt and run against its unit tests: every one killed
 [ -f tests/mutation/run.py ] && suite mutation python3 tests/mutation/run.py "$build"
 [ -d tests/report ] && suite unstall-report python3 tests/common/run_unittest.py unstall-report tests/report
+# unstall-report --html: pages of real and synthetic jobs, rendered in headless Chromium (screenshots in BUILD/html/)
+[ -d tests/html ] && suite html env BUILD="$build" python3 tests/common/run_unittest.py html tests/html
 [ -d tests/bench ] && suite bench-chart python3 tests/common/run_unittest.py bench-chart tests/bench
 [ -d tests/p2pcheck ] && suite p2pcheck env BUILD="$build" python3 tests/common/run_unittest.py p2pcheck tests/p2pcheck
 [ -d tests/pytest_plugin ] && suite pytest-plugin env BUILD="$build" python3 tests/common/run_unittest.py pytest-plugin tests/pytest_plugin
