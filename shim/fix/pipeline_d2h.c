@@ -1,7 +1,7 @@
 /* pipeline_d2h.c - case C: a device-to-host copy into pageable memory, which
  * the driver does holding a lock that other threads' launches wait for (a
  * program where the copy waits for work another thread must launch hangs:
- * the D2H-launch deadlock, case_c_pageable_d2h's deadlock test).
+ * the stream-0 D2H deadlock, case_c_pageable_d2h's deadlock test).
  *
  * Chunks go device-to-pinned on the user stream (stream order by
  * construction), each followed by its slot's event; the host waits for each
@@ -15,7 +15,7 @@
  * rest (staging.h). With none ready (a process's first D2H), it goes native
  * when its stream is idle, and else pins one slot inside the call: a native
  * D2H can deadlock a program whose stream waits for another thread's launch
- * (the D2H-launch deadlock), which an idle stream cannot (claim_slots). The
+ * (the stream-0 D2H deadlock), which an idle stream cannot (claim_slots). The
  * idle check is made only then: it costs two to four runtime calls, and on an
  * H100 host sending every small D2H on an idle stream to the native call
  * that way made them 4 us slower than the rewrite (docs/performance.md).
@@ -104,7 +104,7 @@ static cudaError_t copy_rest(struct us_d2h_run *run)
  * small native copy (64 KiB took 0.25 ms on an H100 host, against 8-10 us for
  * a native 4 B D2H). The native call is safe where nothing already queued can
  * make it wait (us_pipe_stream_idle): the deadlock a native D2H causes needs a
- * stream that waits for another thread, as the D2H-launch deadlock's waits
+ * stream that waits for another thread, as the stream-0 D2H deadlock's waits
  * for an event.
  * But it holds the runtime lock other threads' launches wait on for as long
  * as it copies: so only a copy of up to US_STAGING_INLINE_MAX (1 MiB: 0.14 ms

@@ -359,7 +359,7 @@ US_HOT unsigned us_staging_claim_for_copy(const struct us_staging_ask *ask, stru
     /* Too much to pin inside this call: the grower adds it, and the copy
      * runs with what it has (and, pin_one, pins one slot inline when it has
      * none: a D2H must not go native when it can help it, case C's
-     * D2H-launch deadlock). The count asked for is of slots available to
+     * stream-0 D2H deadlock). The count asked for is of slots available to
      * others: those this copy keeps are not. */
     unsigned inline_now = ask->pin_one && got == 0 ? 1 : 0;
     size_t inline_slot = slot <= budget ? slot : us_staging_slot_bytes_for(budget, 1); /* within the budget */

@@ -43,7 +43,7 @@
  * pins one slot inline (pin_one; of the budget when its own slot size is over it;
  * one such smaller slot pinned earlier and free again is used instead): a
  * native D2H can deadlock a program whose stream waits for another thread's
- * launch (case C's D2H-launch deadlock), which an idle stream cannot. The
+ * launch (case C's stream-0 D2H deadlock), which an idle stream cannot. The
  * next copies of that size find the grower's slots ready. The grower tops
  * the pool up to what the copy wanted, counting the slots available then
  * (free, or released with their work done), so that copies that repeat find

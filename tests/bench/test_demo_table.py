@@ -16,12 +16,12 @@ TABLE = os.path.join(ROOT, "tools", "bench", "table.py")
 RUNS = {
     "native": {
         "case_b": ("RESULT case=B test=held_large bytes=67108864 kernel_ms=50.000 held_ms=58.944 ok=1", ""),
-        "case_c": ("RESULT case=C test=seed004 bytes=4 completed=0 deadlock=1 ok=0", ""),
+        "case_c": ("RESULT case=C test=deadlock bytes=4 completed=0 deadlock=1 ok=0", ""),
     },
     "shim": {
         "case_b": ("RESULT case=B test=held_large bytes=67108864 kernel_ms=50.000 held_ms=7.252 ok=1",
                    "unstall[7]: ---- unstall report: case_b ----\nunstall[7]:   pageable_h2d  medium\nother line"),
-        "case_c": ("RESULT case=C test=seed004 bytes=4 completed=1 deadlock=0 ok=1", ""),
+        "case_c": ("RESULT case=C test=deadlock bytes=4 completed=1 deadlock=0 ok=1", ""),
     },
 }
 

@@ -275,7 +275,7 @@ if [ "$target" = fake ]; then
         fail "$name" "does not build"
     # with the shim's defaults, as tests/scenarios runs them (not this suite's small slots);
     # case E's remedy moves no kernel launch at the driver layer (docs/findings.md)
-    elif SCN_EXPECT_FIXED="${SCN_EXPECT_FIXED:-A.stall,A.call,B.held_small,B.held_large,C.launch_latency,C.seed004,C.seed004_1m}" \
+    elif SCN_EXPECT_FIXED="${SCN_EXPECT_FIXED:-A.stall,A.call,B.held_small,B.held_large,C.launch_latency,C.deadlock,C.deadlock_1m}" \
         env -u UNSTALL_CHUNK_BYTES -u UNSTALL_SLOTS -u UNSTALL_PEER_MIN_BYTES -u UNSTALL_PEER_IDLE_NATIVE_BYTES -u UNSTALL_H2D_MIN_BYTES -u UNSTALL_H2D_IDLE_NATIVE_BYTES \
         -u UNSTALL_D2H_MIN_BYTES -u UNSTALL_MODE -u UNSTALL_LOG_LEVEL \
         SCN_BIN="$work/scenarios" SCN_OUT="$work/scenario-runs" SCN_MODES="${SCN_MODES:-native shim}" \

@@ -5,7 +5,7 @@ Reads OUT/<mode>/<run>.{out,err,rc} (modes native, fix0, shim) and the
 PyTorch smoke runs OUT/<mode>/torch.*, prints "PASS name" / "FAIL name: why"
 per check and "gpu-test: N passed, M failed"; exits 1 on a failure.
 
-  ran.<mode>.<run>      the program ended normally (the seed 004 runs: or by
+  ran.<mode>.<run>      the program ended normally (the deadlock runs: or by
                         their watchdog, deadlock=1, exit 3), no CUDA error
   data.<mode>.<run>     every RESULT line says ok=1 (deadlock lines excepted)
   passthrough.same_as_native.fix0
@@ -21,10 +21,11 @@ here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(here, "..", "scenarios"))
 from results import load_runs  # noqa: E402
 
-# runs that may deadlock (the scenario's watchdog ends them, exit 3): seed 004
-# natively and watched only (fix0); as written also under the shim; with eager
-# module loading natively too (the pageable D2H still deadlocks it there)
-SEED_RUNS = ("case_c_seed004", "case_c_seed004_1m", "case_c_seed004_asis", "case_c_seed004_asis_eager")
+# runs that may deadlock (the scenario's watchdog ends them, exit 3): case C's
+# deadlock test natively and watched only (fix0); as written also under the
+# shim; with eager module loading natively too (the pageable D2H still
+# deadlocks it there)
+DEADLOCK_RUNS = ("case_c_deadlock", "case_c_deadlock_1m", "case_c_deadlock_asis", "case_c_deadlock_asis_eager")
 
 
 def main():
@@ -54,14 +55,14 @@ def main():
                 continue
             errors = [x for x in r.rows if "error" in x]
             deadlocked = any(x.get("deadlock") == "1" for x in r.rows)
-            if name in SEED_RUNS:
+            if name in DEADLOCK_RUNS:
                 rc_ok = r.rc == 0 or (r.rc == 3 and deadlocked)
             else:
                 rc_ok = r.rc in (0, 1) and not deadlocked
             why = f"exit {r.rc}"
             if errors:
                 why = "CUDA error: " + ", ".join(f"{x.get('test')}: {x.get('error')}" for x in errors)
-            if deadlocked and name not in SEED_RUNS:
+            if deadlocked and name not in DEADLOCK_RUNS:
                 why += ", watchdog fired in " + ", ".join(x.get("test", "?") for x in r.rows if x.get("deadlock") == "1")
             if not r.rows:
                 why += ", no RESULT line; stderr: " + r.err.strip().replace("\n", " | ")[-400:]

@@ -42,18 +42,18 @@ for mode in $modes; do
     run "$mode" case_a "$bin/case_a_staged_peer"
     run "$mode" case_b "$bin/case_b_pageable_h2d"
     run "$mode" case_c "$bin/case_c_pageable_d2h" throughput launch_latency
-    run "$mode" case_c_seed004 "$bin/case_c_pageable_d2h" seed004
-    run "$mode" case_c_seed004_1m SCN_C_SEED_BYTES=1M "$bin/case_c_pageable_d2h" seed004
-    # as the seed is written: the empty kernel's first launch happens in the
+    run "$mode" case_c_deadlock "$bin/case_c_pageable_d2h" deadlock
+    run "$mode" case_c_deadlock_1m SCN_C_DEADLOCK_BYTES=1M "$bin/case_c_pageable_d2h" deadlock
+    # as the user wrote it: the empty kernel's first launch happens in the
     # other thread, and lazy module loading deadlocks it whatever the copy does
-    run "$mode" case_c_seed004_asis SCN_C_SEED_KERNEL_WARMUP=0 SCN_C_DEADLOCK_S=5 "$bin/case_c_pageable_d2h" seed004
-    # the same with the case E remedy, eager module loading (issue 13): natively
+    run "$mode" case_c_deadlock_asis SCN_C_DEADLOCK_KERNEL_WARMUP=0 SCN_C_DEADLOCK_S=5 "$bin/case_c_pageable_d2h" deadlock
+    # the same with the case E remedy, eager module loading: natively
     # CUDA_MODULE_LOADING=EAGER, under the shim its option eager_modules
     if [ "$mode" = native ]; then eager=CUDA_MODULE_LOADING=EAGER; else eager=UNSTALL_EAGER_MODULES=1; fi
-    run "$mode" case_c_seed004_asis_eager SCN_C_SEED_KERNEL_WARMUP=0 SCN_C_DEADLOCK_S=5 "$eager" \
-        "$bin/case_c_pageable_d2h" seed004
+    run "$mode" case_c_deadlock_asis_eager SCN_C_DEADLOCK_KERNEL_WARMUP=0 SCN_C_DEADLOCK_S=5 "$eager" \
+        "$bin/case_c_pageable_d2h" deadlock
     # case D: one burst, and the repeated bursts busy and idle in the primary
-    # and a cuCtxCreate context (issue 13)
+    # and a cuCtxCreate context
     run "$mode" case_d "$bin/case_d_busy_d2d"
     # the case D remedy (fix_busy_d2d, on by default; set all the same), under the shim only
     [ "$mode" = native ] || run "$mode" case_d_fixed UNSTALL_FIX_BUSY_D2D=1 "$bin/case_d_busy_d2d" \

@@ -1,9 +1,9 @@
 #!/bin/sh
-# The hang explainer (options hang_report_s, hang_sites; shim/report/hang.c) on the
-# simulated runtime: seed 004's deadlock (case_c_pageable_d2h seed004: a D2H
-# on the legacy stream waits behind a host function that waits for another
-# thread, whose kernel launch waits for the legacy stream) with the shim
-# watching only (UNSTALL_FIX=0, so the copy deadlocks as natively). The
+# The hang explainer (options hang_report_s, hang_sites; shim/report/hang.c) on
+# the simulated runtime: the stream-0 D2H deadlock (case_c_pageable_d2h
+# deadlock: a D2H on the legacy stream waits behind a host function that waits
+# for another thread, whose kernel launch waits for the legacy stream) with the
+# shim watching only (UNSTALL_FIX=0, so the copy deadlocks as natively). The
 # scenario's own watchdog ends the process after SCN_C_DEADLOCK_S seconds.
 # Prints "PASS name" / "FAIL name: why" and "hang: N passed, M failed".
 #
@@ -21,7 +21,7 @@ trap 'rm -rf "$out"' EXIT
 run() { # name, env...
     name=$1
     shift
-    env SCN_C_DEADLOCK_S=4 LD_PRELOAD="$preload" "$@" timeout -k 5 30 "$prog" seed004 >"$out/$name.out" 2>"$out/$name.err"
+    env SCN_C_DEADLOCK_S=4 LD_PRELOAD="$preload" "$@" timeout -k 5 30 "$prog" deadlock >"$out/$name.out" 2>"$out/$name.err"
     echo $? >"$out/$name.rc"
 }
 
@@ -41,7 +41,7 @@ explains() { # name, err file, extra wanted strings...
 
 # with hang_sites, each call's site too
 run explained UNSTALL_FIX=0 UNSTALL_HANG_REPORT_S=1 UNSTALL_HANG_SITES=1
-explains explained "$out/explained.err" "case_c_pageable_d2h.c:216" "seed_thread_main"
+explains explained "$out/explained.err" "case_c_pageable_d2h.c:216" "launch_thread_main"
 n=$(grep -c "hang: a CUDA call has not returned" "$out/explained.err")
 if [ "$n" = 1 ]; then pass explained_once; else fail explained_once "$n explanations"; fi
 
@@ -55,7 +55,7 @@ else pass no_sites_by_default; fi
 # on by default: the same hang, explained after hang_report_s' default (60 s)
 # with nothing set; the scenario's own watchdog ends it at 64 s
 if [ "${HANG_DEFAULT_TEST:-1}" = 1 ]; then
-    env SCN_C_DEADLOCK_S=64 LD_PRELOAD="$preload" UNSTALL_FIX=0 timeout -k 5 120 "$prog" seed004 \
+    env SCN_C_DEADLOCK_S=64 LD_PRELOAD="$preload" UNSTALL_FIX=0 timeout -k 5 120 "$prog" deadlock \
         >"$out/default.out" 2>"$out/default.err"
     explains explained_by_default "$out/default.err" "for 6"
 fi

@@ -1,9 +1,9 @@
 /* case_c_pageable_d2h.c - case C: cudaMemcpyAsync device-to-host into
  * pageable (malloc) memory. The native call returns only when the data is in
  * place and holds a runtime lock that other threads' launches wait on
- * (seeds 002 and 004).
+ * (the tests launch_latency and deadlock).
  *
- * Tests (argv or SCN_TESTS; default all, seed004 last):
+ * Tests (argv or SCN_TESTS; default all, deadlock last):
  *   throughput      SCN_C_BYTES (256 MiB), call + synchronize (what
  *                   PyTorch's .cpu() does): GB/s into warm memory and into
  *                   fresh (never touched) memory, best of SCN_REPS
@@ -12,16 +12,16 @@
  *                   SCN_C_LOOP_BYTES D2H into pageable memory in a loop
  *                   (SCN_C_GAP_MS between copies): p50/p99/max of B's
  *                   launch call, against a baseline without thread A
- *   seed004         seed 004 in C: stream 0 waits for an event of a stream
- *                   that a host function blocks until another thread
- *                   signals; that thread first launches an empty kernel on
- *                   an unrelated stream; the main thread copies
- *                   SCN_C_SEED_BYTES (4, as in the seed) D2H on stream 0.
- *                   SCN_C_SEED_WARMUP=1: one such copy first (not in the
- *                   seed), so that one-time setup is out of the way.
+ *   deadlock        as a user reported it: stream 0 waits for an event of
+ *                   a stream that a host function blocks until another
+ *                   thread signals; that thread first launches an empty
+ *                   kernel on an unrelated stream; the main thread copies
+ *                   SCN_C_DEADLOCK_BYTES (4, as reported) D2H on stream 0.
+ *                   SCN_C_DEADLOCK_WARMUP=1: one such copy first (not in
+ *                   the report), so that one-time setup is out of the way.
  *                   The empty kernel is launched once beforehand (lazy
  *                   module loading would deadlock on its own on a GPU);
- *                   SCN_C_SEED_KERNEL_WARMUP=0: the seed as written.
+ *                   SCN_C_DEADLOCK_KERNEL_WARMUP=0: as reported.
  *                   Under a SCN_C_DEADLOCK_S watchdog: completed=1, or
  *                   deadlock=1 and exit status 3. */
 #include <pthread.h>
@@ -120,7 +120,7 @@ static void test_launch_latency(const void *dsrc, size_t dev_bytes, uint64_t see
     scn_test_end();
 }
 
-/* --- seed 004 ------------------------------------------------------------------------------- */
+/* --- deadlock ------------------------------------------------------------------------------- */
 
 struct cpu_event {
     pthread_mutex_t mu;
@@ -138,18 +138,18 @@ static void block_op_host_fn(void *arg)
     pthread_mutex_unlock(&e->mu);
 }
 
-struct seed_thread {
+struct launch_thread {
     cudaStream_t irrelevant;
     struct cpu_event *event;
     double delay_ms;
 };
 
-static void *seed_thread_main(void *arg)
+static void *launch_thread_main(void *arg)
 {
-    struct seed_thread *t = arg;
+    struct launch_thread *t = arg;
     SCN_CK(cudaSetDevice(0));
-    scn_sleep_ms(t->delay_ms); /* so that the main thread is inside its copy, as in the seed */
-    scn_kernel_empty(t->irrelevant); /* the seed hangs here */
+    scn_sleep_ms(t->delay_ms); /* so that the main thread is inside its copy, as reported */
+    scn_kernel_empty(t->irrelevant); /* the reported program hangs here */
     pthread_mutex_lock(&t->event->mu);
     t->event->signalled = true;
     pthread_cond_broadcast(&t->event->cond);
@@ -157,27 +157,27 @@ static void *seed_thread_main(void *arg)
     return NULL;
 }
 
-static void test_seed004(void)
+static void test_deadlock(void)
 {
-    size_t n = scn_env_size("C_SEED_BYTES", 4, 4);
+    size_t n = scn_env_size("C_DEADLOCK_BYTES", 4, 4);
     double timeout = scn_env_double("C_DEADLOCK_S", 10, 2);
-    scn_test("seed004", timeout);
+    scn_test("deadlock", timeout);
     char extra[128];
     snprintf(extra, sizeof extra, "bytes=%zu warmup=%d kernel_warmup=%d completed=0", n,
-             scn_env_long("C_SEED_WARMUP", 0, 0) != 0, scn_env_long("C_SEED_KERNEL_WARMUP", 1, 1) != 0);
+             scn_env_long("C_DEADLOCK_WARMUP", 0, 0) != 0, scn_env_long("C_DEADLOCK_KERNEL_WARMUP", 1, 1) != 0);
     scn_watchdog_extra(extra);
 
     SCN_CK(cudaSetDevice(0));
     unsigned char *h_input = malloc(n);
     void *input;
     if (h_input == NULL) {
-        scn_result("seed004", "error=malloc ok=0");
+        scn_result("deadlock", "error=malloc ok=0");
         return;
     }
     memset(h_input, 0, n);
     SCN_CK(cudaMalloc(&input, n));
     scn_device_fill(0, input, n, 41);
-    bool warm = scn_env_long("C_SEED_WARMUP", 0, 0) != 0;
+    bool warm = scn_env_long("C_DEADLOCK_WARMUP", 0, 0) != 0;
     if (warm) { /* a first copy of the same kind: one-time setup (a shim's pool) out of the way */
         SCN_CK(cudaMemcpyAsync(h_input, input, n, cudaMemcpyDeviceToHost, 0));
         SCN_CK(cudaStreamSynchronize(0));
@@ -194,8 +194,8 @@ static void test_seed004(void)
      * loading (CUDA_MODULE_LOADING=LAZY, the default) a first launch loads
      * the kernel, which can wait for the device's pending work and deadlock
      * by itself, whatever the copy does. Launched once here unless
-     * SCN_C_SEED_KERNEL_WARMUP=0 (the seed as written). */
-    bool kernel_warm = scn_env_long("C_SEED_KERNEL_WARMUP", 1, 1) != 0;
+     * SCN_C_DEADLOCK_KERNEL_WARMUP=0 (as reported). */
+    bool kernel_warm = scn_env_long("C_DEADLOCK_KERNEL_WARMUP", 1, 1) != 0;
     if (kernel_warm) {
         scn_kernel_empty(irrelevant_stream);
         SCN_CK(cudaStreamSynchronize(irrelevant_stream));
@@ -206,21 +206,21 @@ static void test_seed004(void)
     SCN_CK(cudaEventRecord(cpu_unblock_event, cpu_block_stream));
     SCN_CK(cudaStreamWaitEvent(0, cpu_unblock_event, 0));
 
-    struct seed_thread st = {irrelevant_stream, &ev, scn_env_double("C_SEED_DELAY_MS", 50, 50)};
+    struct launch_thread lt = {irrelevant_stream, &ev, scn_env_double("C_DEADLOCK_DELAY_MS", 50, 50)};
     pthread_t t;
-    if (pthread_create(&t, NULL, seed_thread_main, &st) != 0) {
-        scn_result("seed004", "error=pthread_create ok=0");
+    if (pthread_create(&t, NULL, launch_thread_main, &lt) != 0) {
+        scn_result("deadlock", "error=pthread_create ok=0");
         return;
     }
     double t0 = scn_now_ms();
-    SCN_CK(cudaMemcpyAsync(h_input, input, n, cudaMemcpyDeviceToHost, 0)); /* the seed's copy */
+    SCN_CK(cudaMemcpyAsync(h_input, input, n, cudaMemcpyDeviceToHost, 0)); /* the reported copy */
     double call = scn_now_ms() - t0;
     bool in_place = scn_verify(h_input, n, 41); /* native: the data is in place on return */
     SCN_CK(cudaStreamSynchronize(0));
     pthread_join(t, NULL);
     double done = scn_now_ms() - t0;
     bool ok = scn_verify(h_input, n, 41);
-    scn_result("seed004",
+    scn_result("deadlock",
                "bytes=%zu warmup=%d kernel_warmup=%d completed=1 deadlock=0 call_ms=%.3f done_ms=%.3f in_place=%d ok=%d",
                n, warm, kernel_warm, call, done, in_place, ok);
 
@@ -253,7 +253,7 @@ int main(int argc, char **argv)
         SCN_CK(cudaStreamDestroy(s));
         SCN_CK(cudaFree(dsrc));
     }
-    if (scn_want("seed004"))
-        test_seed004();
+    if (scn_want("deadlock"))
+        test_deadlock();
     return scn_end();
 }

@@ -7,7 +7,7 @@ prints one line per check, "PASS name" or "FAIL name: why", and a last line
 "scenarios: N passed, M failed"; exits 1 if any check failed.
 
 Families of checks (docs/scenarios.md has the list):
-  ran.*          the program ran to its end (or, for the seed 004 runs, to
+  ran.*          the program ran to its end (or, for the deadlock runs, to
                  the watchdog) and no CUDA call failed
   data.*         every RESULT line says ok=1 (a deadlock line has no data)
   stall.*        native behaviour: the simulated runtime reproduces each
@@ -29,9 +29,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from results import load_runs, num  # noqa: E402
 
 NATIVE_LIKE = ("native", "fix0", "disabled")
-FIXED_NAMES = ("A.stall", "A.call", "B.held_small", "B.held_large", "C.launch_latency", "C.seed004", "C.seed004_1m",
+FIXED_NAMES = ("A.stall", "A.call", "B.held_small", "B.held_large", "C.launch_latency", "C.deadlock", "C.deadlock_1m",
                "E.ordered", "E.per_thread")
-SEED_RUNS = ("case_c_seed004", "case_c_seed004_1m")
+DEADLOCK_RUNS = ("case_c_deadlock", "case_c_deadlock_1m")
 
 
 class Checks:
@@ -93,7 +93,7 @@ def main():
         for name, r in runs[mode].items():
             errors = [x for x in r.rows if "error" in x]
             deadlocked = any(x.get("deadlock") == "1" for x in r.rows)
-            if name in SEED_RUNS:
+            if name in DEADLOCK_RUNS:
                 rc_ok = r.rc == 0 or (r.rc == 3 and deadlocked)
             else:
                 rc_ok = r.rc == 0 or (r.rc == 1 and not errors and any(x.get("ok") == "0" for x in r.rows))
@@ -134,11 +134,11 @@ def main():
             ok = x is not None and copy_ms >= 10 and num(x, "max_ms", 0) >= 0.5 * copy_ms
             c.check(f"stall.C.launch_waits.{mode}", ok,
                     fmt(x, "copy_ms", "max_ms", "over_1ms", "copies") + f" (modelled copy {model_ms:.1f} ms)")
-            for run in SEED_RUNS:
-                x = row(mode, run, "C", "seed004")
+            for run in DEADLOCK_RUNS:
+                x = row(mode, run, "C", "deadlock")
                 r = runs[mode].get(run)
                 ok = x is not None and x.get("deadlock") == "1" and r is not None and r.rc == 3
-                c.check(f"stall.C.{run[len('case_c_'):]}_deadlocks.{mode}", ok,
+                c.check(f"stall.C.{run[len('case_c_'):]}.{mode}", ok,
                         fmt(x, "bytes", "completed", "deadlock") + f" exit={r.rc if r else '-'}")
             x = row(mode, "case_d", "D", "busy_d2d")
             # the burst waits for the end of the kernel of its own context on
@@ -215,8 +215,8 @@ def main():
             if x is not None:
                 ok = num(x, "done_ms", 0) >= 0.8 * num(x, "kernel_ms", 1e9)
                 c.check(f"order.B.{test}_after_kernel.{mode}", ok, fmt(x, "kernel_ms", "done_ms"))
-        for run in SEED_RUNS:
-            x = row(mode, run, "C", "seed004")
+        for run in DEADLOCK_RUNS:
+            x = row(mode, run, "C", "deadlock")
             if x is not None and x.get("completed") == "1":
                 c.check(f"order.C.{run[len('case_c_'):]}_in_place.{mode}", x.get("in_place") == "1",
                         "the data was not in place when the call returned")
@@ -299,8 +299,8 @@ def main():
         fixed("C.launch_latency", ok,
               fmt(x, "max_ms", "p99_ms", "over_1ms", "copies") + f" (want max_ms < {limit:.3f}, half a native copy, "
               "and p99_ms < 1)")
-        for run in SEED_RUNS:
-            x = row("shim", run, "C", "seed004")
+        for run in DEADLOCK_RUNS:
+            x = row("shim", run, "C", "deadlock")
             fixed(run[len("case_"):].replace("c_", "C.", 1), x is not None and x.get("completed") == "1",
                   fmt(x, "bytes", "completed", "deadlock"))
 

@@ -10,7 +10,7 @@
 #   SCN_EXPECT_FIXED  checks that the shim removes the stalls: 1 (default) all,
 #                     0 none, or a comma separated list of their names
 #                     (A.stall,A.call,B.held_small,B.held_large,
-#                     C.launch_latency,C.seed004,C.seed004_1m,E.ordered,
+#                     C.launch_latency,C.deadlock,C.deadlock_1m,E.ordered,
 #                     E.per_thread)
 #   SCN_MODES         the modes to run (default "native fix0 disabled shim")
 #   SCN_KEEP=1        keep BUILD_DIR/scenario-runs (it is rewritten each run anyway)
@@ -78,8 +78,8 @@ for mode in $modes; do
     # a slow pageable path, so that a launch that waits for a copy stands well
     # above the scheduling noise of a loaded machine
     run "$mode" case_c FAKECUDA_BW_PAGEABLE=$c_bw "$bin/case_c_pageable_d2h" throughput launch_latency
-    run "$mode" case_c_seed004 "$bin/case_c_pageable_d2h" seed004
-    run "$mode" case_c_seed004_1m SCN_C_SEED_BYTES=1M "$bin/case_c_pageable_d2h" seed004
+    run "$mode" case_c_deadlock "$bin/case_c_pageable_d2h" deadlock
+    run "$mode" case_c_deadlock_1m SCN_C_DEADLOCK_BYTES=1M "$bin/case_c_pageable_d2h" deadlock
     # a long time slice, so that the wait for it stands above the noise
     run "$mode" case_d FAKECUDA_TIMESLICE_US=20000 "$bin/case_d_busy_d2d" busy_d2d
     # the repeated case: 10 bursts; in the primary context the first waits

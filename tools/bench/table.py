@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""table.py - the performance table of issue 5 from the scenario programs'
+"""table.py - the performance table of cases A-E from the scenario programs'
 RESULT lines: native and unstall side by side, the target, the ratio and
 whether the target is met. Every figure comes from the RESULT lines; the
-targets are the issue's. Also make demo's table: one line per case, native,
-unstall and what the case shows.
+targets are the project's, one per row below. Also make demo's table: one
+line per case, native, unstall and what the case shows.
 
 Usage: tools/bench/table.py [--all | --demo] NATIVE_DIR SHIM_DIR
   NATIVE_DIR, SHIM_DIR: <run>.out files (tests/gpu/runner.sh's OUT/native
@@ -80,7 +80,7 @@ def field(run, case, test, key, agg=None, tests=None):
 def outcome(run):
     def get(runs):
         r = runs.get(run)
-        x = r.row("C", "seed004") if r else None
+        x = r.row("C", "deadlock") if r else None
         if x is None:
             return None, None
         if x.get("completed") == "1":
@@ -148,14 +148,14 @@ def rows():
             scale=1000.0),
         Row(lambda x: f"C: launch latency of another thread during a {mib(x)} pageable D2H loop (p99)",
             field("case_c", "C", "launch_latency", "p99_ms"), "us", "lower", scale=1000.0),
-        Row(lambda x: f"C: a {mib(x)} D2H on stream 0 whose stream waits for another thread's launch", outcome("case_c_seed004"), "", "text",
+        Row(lambda x: f"C: a {mib(x)} D2H on stream 0 whose stream waits for another thread's launch", outcome("case_c_deadlock"), "", "text",
             lambda v: v == "completes", "completes"),
-        Row(lambda x: f"C: the same with a {mib(x)} D2H", outcome("case_c_seed004_1m"), "", "text",
+        Row(lambda x: f"C: the same with a {mib(x)} D2H", outcome("case_c_deadlock_1m"), "", "text",
             lambda v: v == "completes", "completes"),
         Row(lambda x: "C: the same, the kernel first launched in the other thread (lazy module loading)",
-            outcome("case_c_seed004_asis"), "", "text"),
+            outcome("case_c_deadlock_asis"), "", "text"),
         Row(lambda x: "C: the same, eager module loading (native: CUDA_MODULE_LOADING=EAGER; unstall: "
-            "eager_modules=1)", outcome("case_c_seed004_asis_eager"), "", "text", lambda v: v == "completes",
+            "eager_modules=1)", outcome("case_c_deadlock_asis_eager"), "", "text", lambda v: v == "completes",
             "completes"),
         Row(lambda x: f"D: burst of {x.get('copies', '?') if x else '?'} x {mib(x)} D2D while a {kms(x)} kernel runs",
             field("case_d", "D", "busy_d2d", "burst_ms"), "ms", "lower"),
