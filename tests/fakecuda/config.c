@@ -111,7 +111,7 @@ static double read_option(const struct fc_option *o)
 /* "011,101,110": row i says which peers device i can access. A cell is 0
  * (not capable), 1 (capable), r (capable, but cudaDeviceEnablePeerAccess
  * refuses) or h (capable, but enabling never returns: a machine that locks
- * up, seed 000). */
+ * up, as a user reported). */
 static void read_peer_matrix(struct fc_config *c)
 {
     for (int i = 0; i < FC_MAX_DEVICES; i++)

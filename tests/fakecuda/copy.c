@@ -4,7 +4,8 @@
  *   A  cross-device copy without peer access: staged through the host, and
  *      every staged copy in the process waits for the one issued before it
  *      (one staging queue); the caller is held until the copy is done
- *      (FAKECUDA_STAGED_HOLD=1, seed 000) or not (0, as measured on H200s);
+ *      (FAKECUDA_STAGED_HOLD=1, as a user reported) or not (0, as measured
+ *      on H200s);
  *   B  pageable H2D: up to FAKECUDA_PAGEABLE_H2D_ASYNC_MAX the source is
  *      copied at call time and the call returns; above, the caller is held;
  *   C  pageable D2H: the caller is held, and holds the API lock all along;
@@ -230,9 +231,9 @@ static enum fc_path copy_path(const struct fc_mem_info *s, const struct fc_mem_i
 /* A copy on a legacy stream that touches memory of other devices is
  * serialized with those devices' legacy streams too (hence with their
  * blocking streams): it waits for their earlier work, and their later work
- * waits for it. Measured on H200s for the earlier work (design.md,
- * "Cross-device ordering": cudaMemcpy and cudaMemcpyPeer D2D with either
- * device current); cudaMemcpyPeer's documentation says "serialized with
+ * waits for it. Measured on H200s for the earlier work (tests/conformance
+ * xdev_copy_before: cudaMemcpy and cudaMemcpyPeer D2D with either device
+ * current); cudaMemcpyPeer's documentation says "serialized with
  * respect to all pending and future asynchronous work" of the current, source
  * and destination devices. Per-thread and created streams order with nothing
  * on other devices. Fills `out` with those devices; returns how many. */

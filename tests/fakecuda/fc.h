@@ -308,7 +308,7 @@ extern struct fc_global fc_g;
  * of another context of the current device is an invalid handle there
  * (cudaErrorInvalidResourceHandle: a shim that issues work on streams of the
  * primary context while a created one is current fails this way, measured);
- * a stream of another device is accepted (measured, design.md). */
+ * a stream of another device is accepted (measured on a GPU). */
 cudaError_t fc_stream_get(cudaStream_t handle, bool per_thread, struct fc_stream **out);
 /* The same without the ownership check: for calls that only look at the
  * stream (synchronize, query, flags, device). */

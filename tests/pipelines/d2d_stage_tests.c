@@ -1,4 +1,4 @@
-/* d2d_stage_tests.c - the case D remedy (fix_busy_d2d, issue 13) on the
+/* d2d_stage_tests.c - the case D remedy (fix_busy_d2d) on the
  * simulated runtime, in the two cases measured on H200s:
  *   created  the copies in a cuCtxCreate context, a kernel on every SM in
  *            the primary one: every burst waits a time slice natively; the

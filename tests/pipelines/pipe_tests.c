@@ -455,11 +455,11 @@ static bool t_order(void)
     return true;
 }
 
-/* --- cross-device ordering of the legacy stream (issue 8, item 1) ------------------- */
+/* --- cross-device ordering of the legacy stream ----------------------------------- */
 
 /* A copy on the legacy stream between two devices serializes with the legacy
  * streams, hence the blocking streams, of both devices, whichever is current
- * (design.md, "Cross-device ordering"; cudaMemcpyPeer's documentation): it
+ * (contract.md §1; cudaMemcpyPeer's documentation): it
  * waits for their earlier work, and their later work waits for it. The
  * per-thread default stream is a blocking stream of the current device only:
  * a copy on it does not wait for another stream's work. 4 MiB of random
@@ -645,9 +645,9 @@ static bool t_cross_device_ptsz(void)
 
 /* --- the native stalls gone -------------------------------------------------------- */
 
-/* Seed 000: an independent staged copy on stream B is not delayed by stream
- * A's long kernel and staged copy. */
-static bool t_seed000(void)
+/* Case A's stall of an independent copy: an independent staged copy on
+ * stream B is not delayed by stream A's long kernel and staged copy. */
+static bool t_independent_stream(void)
 {
     size_t n = 16u << 20;
     unsigned char *a0 = dev_alloc(0, n), *a1 = dev_alloc(1, n), *b0 = dev_alloc(0, n), *b1 = dev_alloc(1, n);
@@ -672,8 +672,9 @@ static bool t_seed000(void)
     return true;
 }
 
-/* Seed 004: a D2H on the legacy stream waits for an event behind a host
- * function that waits for another thread, which first launches a kernel. */
+/* The stream-0 D2H deadlock: a D2H on the legacy stream waits for an event
+ * behind a host function that waits for another thread, which first
+ * launches a kernel. */
 static pthread_mutex_t sig_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t sig_cv = PTHREAD_COND_INITIALIZER;
 static bool signalled;
@@ -699,7 +700,7 @@ static void *launcher(void *arg)
     return NULL;
 }
 
-static bool t_seed004(void)
+static bool t_deadlock(void)
 {
     float *h = malloc(sizeof(float)), *d = dev_alloc(0, sizeof(float));
     cudaStream_t blocker = stream_on(0, cudaStreamNonBlocking), irrelevant = stream_on(0, cudaStreamNonBlocking);
@@ -742,11 +743,11 @@ static bool t_h2d_behind_kernel(void)
     return true;
 }
 
-/* A D2H into a pageable buffer, then an H2D from that same buffer on the
- * same stream (issue 8, item 6): correctly ordered code, so the H2D must
- * send what the D2H brought back. run.sh also runs it with
- * UNSTALL_D2H_DEFERRED=1, the removed mode that returned before the data
- * was in place and sent stale bytes (4,177,938 of 4,194,304 wrong on a GPU). */
+/* A D2H into a pageable buffer, then an H2D from that same buffer on the same
+ * stream: correctly ordered code, so the H2D must send what the D2H brought
+ * back. run.sh also runs it with UNSTALL_D2H_DEFERRED=1, the removed mode that
+ * returned before the data was in place and sent stale bytes (4,177,938 of
+ * 4,194,304 wrong on a GPU). */
 static bool t_d2h_then_h2d(void)
 {
     size_t n = 5 * CHUNK + 77;
@@ -770,20 +771,19 @@ static bool t_d2h_then_h2d(void)
     return true;
 }
 
-/* First use (issue 8, item 7): another thread launches kernels while this
- * one makes its first pageable D2H copies (8 MiB each). Pinning memory holds
- * the driver, in proportion to its size (run.sh sets
- * FAKECUDA_HOST_ALLOC_US_PER_MIB=400: 32 MiB hold it 12.8 ms, as the first
- * staging pool did on an H200; FAKECUDA_HOST_REGISTER_US_PER_MIB=110, as
- * registering memory already faulted in did on an H100), and a native 8 MiB
- * pageable D2H holds it about 0.8 ms (BW_PAGEABLE 10 GB/s). The pool's growth
- * must not hold the driver much longer than the native copies do: no single
- * pinning may hold it longer than half the native copy (it was 32 MiB of
- * cudaHostAlloc, 12.8 ms). That is asserted from the sizes pinned and the
- * modelled costs; the other thread's worst launch and the longest API lock
- * hold are printed, not asserted: on a loaded CI machine a descheduled
- * holder adds tens of ms to either (0.5-1.5 ms idle, against 12.9 before).
- * Run with the default chunk_bytes (8m). */
+/* First use: another thread launches kernels while this one makes its first
+ * pageable D2H copies (8 MiB each). Pinning memory holds the driver, in
+ * proportion to its size (run.sh sets FAKECUDA_HOST_ALLOC_US_PER_MIB=400:
+ * 32 MiB hold it 12.8 ms, as the first staging pool did on an H200;
+ * FAKECUDA_HOST_REGISTER_US_PER_MIB=110, as registering memory already faulted
+ * in did on an H100), and a native 8 MiB pageable D2H holds it about 0.8 ms
+ * (BW_PAGEABLE 10 GB/s). The pool's growth must not hold the driver much
+ * longer than the native copies do: no single pinning may hold it longer than
+ * half the native copy (it was 32 MiB of cudaHostAlloc, 12.8 ms). That is
+ * asserted from the sizes pinned and the modelled costs; the other thread's
+ * worst launch and the longest API lock hold are printed, not asserted: on a
+ * loaded CI machine a descheduled holder adds tens of ms to either (0.5-1.5 ms
+ * idle, against 12.9 before). Run with the default chunk_bytes (8m). */
 struct launch_probe {
     atomic_bool stop;
     _Atomic double worst_ms; /* written by the probe, reset and read by the test */
@@ -849,12 +849,12 @@ static bool t_first_use_launch(void)
     return true;
 }
 
-/* Another thread frees the device buffer while a pageable D2H copies it
- * (issue 8, item 10). Racy, but natively the copy (held behind the kernel,
- * under the API lock) finishes before cudaFree, which synchronizes the
- * device, frees the memory: the program survives with the data in place.
- * The shim's chunked copy outlived that; a release must wait for the shim's
- * chunks on its range. Also with an H2D into the buffer being freed. */
+/* Another thread frees the device buffer while a pageable D2H copies it. Racy,
+ * but natively the copy (held behind the kernel, under the API lock) finishes
+ * before cudaFree, which synchronizes the device, frees the memory: the
+ * program survives with the data in place. The shim's chunked copy outlived
+ * that; a release must wait for the shim's chunks on its range. Also with an
+ * H2D into the buffer being freed. */
 struct freer {
     void *ptr;
     unsigned delay_us;
@@ -1079,19 +1079,19 @@ static bool t_fault_no_streams(void)
     return true;
 }
 
-/* First use must not be slower than native (issue 8 item 7, issue 15 item
- * 2): the first pageable copy of a process used to pin its staging slots
- * inside the call (PyTorch's first blocking .to('cuda') of 64 MiB: 13.9 ms
- * under the shim, 8.8 ms natively on an H100). Pinning costs what run.sh
- * models (FAKECUDA_HOST_ALLOC_US_PER_MIB=400, as on an H100/H200), so the
- * cost is asserted through what was pinned on the copying thread, not
- * through wall time: no more than the inline budget (staging.h,
- * US_STAGING_INLINE_MAX: an eighth of the copy, 64 KiB at least, 1 MiB at
- * most). alloc_record.so, preloaded after the shim, tells what was pinned on
- * which thread. Each test runs as the process's first copies, with the
- * default chunk_bytes (8m), and with a cold pool (warm_pinned=0: the first
- * cudaMalloc pins one 64 KiB slot, run.sh) except the one about warm_pinned,
- * first_malloc_pins_a_slot, which runs both ways. */
+/* First use must not be slower than native (contract.md §4): the first
+ * pageable copy of a process used to pin its staging slots inside the call
+ * (PyTorch's first blocking .to('cuda') of 64 MiB: 13.9 ms under the shim,
+ * 8.8 ms natively on an H100). Pinning costs what run.sh models
+ * (FAKECUDA_HOST_ALLOC_US_PER_MIB=400, as on an H100/H200), so the cost is
+ * asserted through what was pinned on the copying thread, not through wall
+ * time: no more than the inline budget (staging.h, US_STAGING_INLINE_MAX: an
+ * eighth of the copy, 64 KiB at least, 1 MiB at most). alloc_record.so,
+ * preloaded after the shim, tells what was pinned on which thread. Each test
+ * runs as the process's first copies, with the default chunk_bytes (8m), and
+ * with a cold pool (warm_pinned=0: the first cudaMalloc pins one 64 KiB slot,
+ * run.sh) except the one about warm_pinned, first_malloc_pins_a_slot, which
+ * runs both ways. */
 #define INLINE_MAX ((size_t)1 << 20)
 #define INLINE_MIN ((size_t)64 << 10)
 
@@ -1153,7 +1153,7 @@ static bool idle_d2h_checked(unsigned char *h, unsigned char *d, size_t n, cudaS
 /* A small D2H that finds no pinned slot ready (the process's first):
  * behind work queued on its stream it is rewritten from its first use, since
  * a native one can deadlock a program whose stream waits for another thread's
- * launch (seed 004): 4 bytes and 256 KiB pin at most one 64 KiB slot inside
+ * launch (t_deadlock): 4 bytes and 256 KiB pin at most one 64 KiB slot inside
  * the call (their inline budget; the old shim pinned 4 slots of a 1 MiB
  * copy's 128 KiB). On an idle stream, up to 1 MiB, it goes native instead,
  * pinning nothing inside the call (a 64 KiB slot took 0.25 ms on an H100
@@ -1463,8 +1463,8 @@ static const struct test tests[] = {
     {"cross_device_before", t_cross_device_before, true},
     {"cross_device_after", t_cross_device_after, true},
     {"cross_device_ptsz", t_cross_device_ptsz, true},
-    {"seed000", t_seed000, true},
-    {"seed004", t_seed004, true},
+    {"independent_stream", t_independent_stream, true},
+    {"deadlock", t_deadlock, true},
     {"h2d_behind_kernel", t_h2d_behind_kernel, true},
     {"capture", t_capture, true},
     {"async_error", t_async_error, true},

@@ -90,7 +90,7 @@ expect_log() {
     else fail "$1.log" "'$2' logged $n times, expected $3"; fi
 }
 
-native native data threads order cross_device_before cross_device_after cross_device_ptsz seed000 h2d_behind_kernel capture async_error d2h_then_h2d free_during_copy d2h_fresh_hugepages
+native native data threads order cross_device_before cross_device_after cross_device_ptsz independent_stream h2d_behind_kernel capture async_error d2h_then_h2d free_during_copy d2h_fresh_hugepages
 # staged copies that do not hold their caller (as on NVLink H200s): the
 # cross-device ordering is then all the stream's doing
 run native_nohold LD_LIBRARY_PATH="$fake" PIPE_NATIVE=1 FAKECUDA_STAGED_HOLD=0 "$prog" \
@@ -146,8 +146,8 @@ for mode in report warn strict; do
     if [ "$counted" = 2 ]; then pass "first_malloc_rehearses_$mode.report"
     else fail "first_malloc_rehearses_$mode.report" "pageable_h2d counted '$counted' times, expected 2"; fi
 done
-# seed 004 as the process's first copy (a 4-byte D2H): rewritten, no hang
-shimmed seed004_first FAKECUDA_HOST_ALLOC_US_PER_MIB=400 FAKECUDA_HOST_REGISTER_US_PER_MIB=110 UNSTALL_CHUNK_BYTES=8m "$prog" seed004
+# the stream-0 D2H deadlock as the process's first copy (a 4-byte D2H): rewritten, no hang
+shimmed deadlock_first FAKECUDA_HOST_ALLOC_US_PER_MIB=400 FAKECUDA_HOST_REGISTER_US_PER_MIB=110 UNSTALL_CHUNK_BYTES=8m "$prog" deadlock
 # staging is mapped and registered by the shim, and not inherited by fork
 run staging_registered_native LD_LIBRARY_PATH="$fake" PIPE_NATIVE=1 "$prog" staging_registered
 shimmed staging_registered "$prog" staging_registered
@@ -158,7 +158,7 @@ expect_log no_events "cannot create the shim's events" 1
 shimmed no_streams "$prog" fault_no_streams
 expect_log no_streams "cannot create the shim's streams" 1
 
-# case D's remedy (fix_busy_d2d, issue 13): in a created context data, order,
+# case D's remedy (fix_busy_d2d): in a created context data, order,
 # staged while late, back to native; in the primary one data and order, and the
 # first copy waits for the kernel's end whatever the shim does
 stage_prog=$work/d2d_stage_tests

@@ -82,7 +82,7 @@ int main(void)
     TIME("cudaMemcpyPeer 4K no peer, behind s1 (dev1 blocking)", s1, cudaMemcpyPeer(d1, 1, d0, 0, 4096));
     TIME("cudaMemcpy D2D cross no peer, behind legacy", 0, cudaMemcpy(d1, d0, 4096, cudaMemcpyDeviceToDevice));
 
-    /* seed 000: when does an independent copy on another stream finish? */
+    /* case A's stall: when does an independent copy on another stream finish? */
     for (int peer = 0; peer < 2; peer++) {
         if (peer)
             cudaDeviceEnablePeerAccess(1, 0);
@@ -97,7 +97,7 @@ int main(void)
         cudaStreamSynchronize(sb);
         double t3 = now_ms();
         cudaDeviceSynchronize();
-        printf("seed000 peer=%d: copy A call %.1f ms, copy B call %.1f ms, B done at %.1f ms\n", peer, t1 - t0,
+        printf("independent copy peer=%d: copy A call %.1f ms, copy B call %.1f ms, B done at %.1f ms\n", peer, t1 - t0,
                t2 - t1, t3 - t0);
         if (peer)
             cudaDeviceDisablePeerAccess(1);

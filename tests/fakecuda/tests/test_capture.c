@@ -196,7 +196,8 @@ static void *malloc_on_thread(void *p)
 /* The rule measured on an H100: another thread's cudaMalloc during a global
  * capture fails with 900 and the capture ends with 901; in relaxed mode both
  * succeed; a thread-local capture minds only its own thread. A capturing
- * stream's device cannot be asked (the prediction behind issue 15). */
+ * stream's device cannot be asked (measured: tests/capture/expected.txt,
+ * global_get_device_capturing). */
 static void test_capture_forbidden_calls(void **state)
 {
     (void)state;

@@ -265,8 +265,9 @@ static void test_faults_peer_attributes_and_refused_enable(void **state)
     (void)cudaGetLastError();
 }
 
-/* "h": cudaDeviceEnablePeerAccess never returns (seed 000's lock-up), so a
- * tool must run it in a process it can kill. Checked in a child. */
+/* "h": cudaDeviceEnablePeerAccess never returns (a machine a user reported
+ * locked up there), so a tool must run it in a process it can kill. Checked in
+ * a child. */
 static int child_enable_hangs(void)
 {
     (void)cudaSetDevice(1);

@@ -1,5 +1,5 @@
-/* test_stalls.c - the native stalls the simulated runtime reproduces (design.md
- * cases A-D; E is in test_fakecuda.c), seed 004's deadlock, and the copy time
+/* test_stalls.c - the native stalls the simulated runtime reproduces (cases
+ * A-D; E is in test_fakecuda.c), the stream-0 D2H deadlock, and the copy time
  * model. Kernels take 200 ms; "held" is asserted as >= 150 ms and "returned
  * at once" as < 50 ms, so that a loaded machine does not make them flake. */
 #include "fc_test.h"
@@ -189,7 +189,7 @@ static void test_stall_sync_memcpy_d2h_pageable(void **state)
     CUDA_OK(cudaFree(d));
 }
 
-/* --- seed 004: the deadlock ----------------------------------------------------------------- */
+/* --- the stream-0 D2H deadlock ---------------------------------------------------------------- */
 
 struct cpu_event {
     pthread_mutex_t mu;
@@ -208,14 +208,14 @@ static void CUDART_CB block_until_signalled(void *arg)
     pthread_mutex_unlock(&e->mu);
 }
 
-struct seed004 {
+struct deadlock_args {
     cudaStream_t irrelevant;
     bool launch;
 };
 
-static void *seed004_thread(void *p)
+static void *deadlock_thread(void *p)
 {
-    struct seed004 *a = p;
+    struct deadlock_args *a = p;
     sleep_ms(50); /* the main thread is inside its copy by then */
     if (a->launch)
         launch_sleep(a->irrelevant, 0); /* hangs: the copy holds the API lock */
@@ -226,8 +226,9 @@ static void *seed004_thread(void *p)
     return NULL;
 }
 
-/* The program of seed 004, in a child process: returns 0 when it finished. */
-static int child_seed004(bool launch, bool pinned)
+/* The program of the stream-0 D2H deadlock as a user reported it, in a child
+ * process: returns 0 when it finished. */
+static int child_deadlock(bool launch, bool pinned)
 {
     float *h, *d;
     cudaStream_t cpu_block, irrelevant;
@@ -243,9 +244,9 @@ static int child_seed004(bool launch, bool pinned)
     cudaLaunchHostFunc(cpu_block, block_until_signalled, &cpu_event);
     cudaEventRecord(unblock, cpu_block);
     cudaStreamWaitEvent(0, unblock, 0);
-    struct seed004 a = {irrelevant, launch};
+    struct deadlock_args a = {irrelevant, launch};
     pthread_t t;
-    pthread_create(&t, NULL, seed004_thread, &a);
+    pthread_create(&t, NULL, deadlock_thread, &a);
     if (cudaMemcpyAsync(h, d, sizeof *h, cudaMemcpyDeviceToHost, 0) != cudaSuccess)
         return 2;
     pthread_join(t, NULL);
@@ -261,15 +262,15 @@ static int child_seed004(bool launch, bool pinned)
     return rc;
 }
 
-static void test_stall_seed004_deadlock(void **state)
+static void test_stall_d2h_launch_deadlock(void **state)
 {
     (void)state;
     /* as reported: the launch in the other thread waits for the D2H, which
      * waits for the host function, which waits for that thread */
-    assert_int_equal(run_child("seed004", 1500), -1);
+    assert_int_equal(run_child("deadlock", 1500), -1);
     /* without the launch, or with a pinned destination, it completes */
-    assert_int_equal(run_child("seed004_no_launch", 5000), 0);
-    assert_int_equal(run_child("seed004_pinned", 5000), 0);
+    assert_int_equal(run_child("deadlock_no_launch", 5000), 0);
+    assert_int_equal(run_child("deadlock_pinned", 5000), 0);
 }
 
 /* --- case A: staged cross-device copies ------------------------------------------------------ */
@@ -294,9 +295,10 @@ static void *staged_copy_thread(void *p)
     return NULL;
 }
 
-/* Seed 000: a staged copy behind a kernel on stream A; another, independent
- * staged copy on stream B issued from another thread 50 ms later. */
-static void seed000(bool peer, struct staged_copy *b, double *held_a, double *done_a)
+/* Case A's stall of an independent copy: a staged copy behind a kernel on
+ * stream A; another, independent staged copy on stream B issued from another
+ * thread 50 ms later. */
+static void independent_copies(bool peer, struct staged_copy *b, double *held_a, double *done_a)
 {
     size_t n = (1 << 20) + 5;
     cudaStream_t sa = new_stream(0), sb = new_stream(0);
@@ -337,7 +339,7 @@ static void test_stall_staged_copy_holds_caller_and_queue(void **state)
     double held_a, done_a;
     struct fakecuda_stats st;
     fakecuda_reset_stats();
-    seed000(false, &b, &held_a, &done_a);
+    independent_copies(false, &b, &held_a, &done_a);
     assert_true(held_a >= HELD_MS); /* the caller waited for the kernel */
     /* the independent copy queued behind it: done only after the kernel */
     assert_true(b.t_done + b.start_delay_ms >= HELD_MS);
@@ -349,7 +351,7 @@ static void test_stall_staged_copy_holds_caller_and_queue(void **state)
     /* FAKECUDA_STAGED_HOLD=0 (CUDA 13.0 on H200s): calls return at once, the
      * staging queue still delays the independent copy */
     setenv_reload("FAKECUDA_STAGED_HOLD", "0");
-    seed000(false, &b, &held_a, &done_a);
+    independent_copies(false, &b, &held_a, &done_a);
     setenv_reload("FAKECUDA_STAGED_HOLD", NULL);
     assert_true(held_a < AT_ONCE_MS);
     assert_true(b.t_call < AT_ONCE_MS);
@@ -364,7 +366,7 @@ static void test_stall_peer_copy_is_async(void **state)
     double held_a, done_a;
     struct fakecuda_stats st;
     fakecuda_reset_stats();
-    seed000(true, &b, &held_a, &done_a);
+    independent_copies(true, &b, &held_a, &done_a);
     assert_true(held_a < AT_ONCE_MS);
     assert_true(done_a >= HELD_MS); /* still in stream order */
     assert_true(b.t_done < AT_ONCE_MS); /* the independent copy is independent */
@@ -552,7 +554,7 @@ static void test_stall_d2d_repeated_bursts_other_context(void **state)
 }
 
 /* A copy in a created context waits behind any kernel of the primary one:
- * the engine runs one context at a time (seed 001, case 3). */
+ * the engine runs one context at a time (case D as a user reported it). */
 static void test_stall_d2d_other_context(void **state)
 {
     (void)state;
@@ -628,12 +630,12 @@ int main(int argc, char **argv)
 {
     register_test_kernels();
     if (argc == 3 && strcmp(argv[1], "--child") == 0) {
-        if (strcmp(argv[2], "seed004") == 0)
-            return child_seed004(true, false);
-        if (strcmp(argv[2], "seed004_no_launch") == 0)
-            return child_seed004(false, false);
-        if (strcmp(argv[2], "seed004_pinned") == 0)
-            return child_seed004(true, true);
+        if (strcmp(argv[2], "deadlock") == 0)
+            return child_deadlock(true, false);
+        if (strcmp(argv[2], "deadlock_no_launch") == 0)
+            return child_deadlock(false, false);
+        if (strcmp(argv[2], "deadlock_pinned") == 0)
+            return child_deadlock(true, true);
         return 127;
     }
     const struct CMUnitTest tests[] = {
@@ -641,7 +643,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_stall_pageable_h2d_large_holds_caller),
         cmocka_unit_test(test_stall_pageable_d2h_blocks_other_threads_launch),
         cmocka_unit_test(test_stall_sync_memcpy_d2h_pageable),
-        cmocka_unit_test(test_stall_seed004_deadlock),
+        cmocka_unit_test(test_stall_d2h_launch_deadlock),
         cmocka_unit_test(test_stall_staged_copy_holds_caller_and_queue),
         cmocka_unit_test(test_stall_peer_copy_is_async),
         cmocka_unit_test(test_stall_d2d_own_context_waits_for_kernel_end),
