@@ -22,9 +22,11 @@ GPU is missing. Cases:
     dataloader  a DataLoader without pin_memory (2 workers), batches to the GPU
     train       a training loop; its weights must be bit-identical
     graph       CUDA graph capture and replay, inputs copied in, outputs out
-    seed002     one thread copies 256 MiB tensors to fresh CPU tensors, another
-                launches small kernels: worst launch, D2H GB/s (seed 002)
-    cnn         the DataLoader CNN job of issue 11: 64x3x64x64 batches, 2
+    d2h_vs_launch
+                one thread copies 256 MiB tensors to fresh CPU tensors, another
+                launches small kernels (as a user's program did): worst
+                launch, D2H GB/s
+    cnn         a DataLoader CNN job: 64x3x64x64 batches, 2
                 workers, pin_memory per --pin, .to('cuda', non_blocking=True),
                 loss.item() each step: steps/s, the weights, and whether the
                 loader pins (under tools/unstall --pin-dataloader it does with
@@ -456,11 +458,11 @@ def case_graph(args):
     check("graph_second_capture", torch.equal(b.cpu(), (a * 3.0 + 1.0).cpu()))
 
 
-# --- seed 002: a D2H thread and a launching thread ---------------------------------------------
+# --- d2h_vs_launch: a D2H thread and a launching thread ---------------------------------------
 
-def case_seed002(args):
+def case_d2h_vs_launch(args):
     if not ON_GPU:
-        say("#", "seed 002 needs a GPU")
+        say("#", "d2h_vs_launch needs a GPU")
         return
     seconds = args.seconds or 3.0
     src = torch.empty(64 * MiB, dtype=torch.float32, device=DEV)  # 256 MiB
@@ -508,18 +510,18 @@ def case_seed002(args):
     ok = bool(first_dst) and torch.equal(first_dst[0], ref)
     ref_sample = src[sample_idx].cpu()
     ok = ok and all(torch.equal(s, ref_sample) for s in bad)
-    check("seed002_copies_equal", ok, f"{copies[0]} copies, the first in full, {len(bad)} sampled")
+    check("d2h_vs_launch_copies_equal", ok, f"{copies[0]} copies, the first in full, {len(bad)} sampled")
     lat.sort()
-    figure("seed002_worst_launch_ms", lat[-1] * 1e3 if lat else -1.0, "ms")
-    figure("seed002_p99_launch_ms", lat[int(0.99 * (len(lat) - 1))] * 1e3 if lat else -1.0, "ms")
-    figure("seed002_launches", len(lat), "launches")
-    figure("seed002_copies", copies[0], "copies")
+    figure("d2h_vs_launch_worst_launch_ms", lat[-1] * 1e3 if lat else -1.0, "ms")
+    figure("d2h_vs_launch_p99_launch_ms", lat[int(0.99 * (len(lat) - 1))] * 1e3 if lat else -1.0, "ms")
+    figure("d2h_vs_launch_launches", len(lat), "launches")
+    figure("d2h_vs_launch_copies", copies[0], "copies")
     gbps = copies[0] * src.numel() * 4 / copy_time[0] / 1e9 if copy_time[0] > 0 else 0.0
-    figure("seed002_d2h_gbps", gbps, "GB/s")
-    say("DIGEST", "seed002_source", checksum(ref))
+    figure("d2h_vs_launch_d2h_gbps", gbps, "GB/s")
+    say("DIGEST", "d2h_vs_launch_source", checksum(ref))
 
 
-# --- the DataLoader CNN job (issue 11) ---------------------------------------------------------
+# --- the DataLoader CNN job ----------------------------------------------------------------------
 
 class SmallCNN(nn.Module):
     def __init__(self):
@@ -703,7 +705,7 @@ def case_strict(args):
 
 CASES = {
     "copies": case_copies, "dataloader": case_dataloader, "train": case_train, "graph": case_graph,
-    "seed002": case_seed002, "cnn": case_cnn, "ddp": case_ddp, "strict": case_strict,
+    "d2h_vs_launch": case_d2h_vs_launch, "cnn": case_cnn, "ddp": case_ddp, "strict": case_strict,
 }
 
 
@@ -713,7 +715,7 @@ def main():
     ap.add_argument("--pin", type=int, default=0, help="cnn: pin_memory")
     ap.add_argument("--steps", type=int, default=0, help="train, cnn, ddp: steps measured")
     ap.add_argument("--fail-at", type=int, default=0, help="ddp: rank 1 raises at this step (0: never)")
-    ap.add_argument("--seconds", type=float, default=0.0, help="seed002: how long the threads run")
+    ap.add_argument("--seconds", type=float, default=0.0, help="d2h_vs_launch: how long the threads run")
     ap.add_argument("--profile", type=int, default=0,
                     help="cnn: also where each measured step's time goes (mean ms of each part)")
     args = ap.parse_args()

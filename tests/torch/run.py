@@ -14,8 +14,8 @@ checksum of a result: copies, batches, losses, weights) is the same natively
 and under the shim; the shim's JSON report shows it was loaded and saw CUDA
 calls; the two torchrun ranks wrote one report each, which tools/unstall-report
 merges; the DataLoader CNN job (pin_memory=False) under unstall with
---pin-dataloader pins its loader and trains to native's weights. Figures (seed
-002's worst launch and D2H GB/s, the DataLoader CNN's steps/s natively, under
+--pin-dataloader pins its loader and trains to native's weights. Figures
+(d2h_vs_launch's worst launch and D2H GB/s, the DataLoader CNN's steps/s natively, under
 unstall, with pin_memory=True and under unstall with --pin-dataloader, DDP
 steps/s) are printed, not judged. Outputs: --out or TORCH_TEST_OUT (default BUILD/torch-test).
 Exit status: 0 all passed (or skipped), 1 a check failed, 2 usage.
@@ -35,7 +35,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 CASES_PY = os.path.join(HERE, "cases.py")
 LAUNCHER = os.path.join(ROOT, "tools", "unstall")
 REPORT_TOOL = os.path.join(ROOT, "tools", "unstall-report")
-ALL = ["copies", "dataloader", "train", "graph", "seed002", "cnn", "ddp", "ddp_fail", "strict", "pytest"]
+ALL = ["copies", "dataloader", "train", "graph", "d2h_vs_launch", "cnn", "ddp", "ddp_fail", "strict", "pytest"]
 ALL += ["pin_default"]  # the DataLoader CNN job as a user starts it (pin_dataloader's default)
 
 
@@ -188,7 +188,7 @@ class Tester:
         native = self.run("cnn", "native", ["--pin", "0"])
         shimmed = self.run("cnn", "unstall", ["--pin", "0"], shim=True)
         pinned = self.run("cnn", "pinned", ["--pin", "1"])
-        # issue 11: the same program (pin_memory=False), its loader pinned from outside
+        # the same program (pin_memory=False), its loader pinned from outside
         pin_dl = self.run("cnn", "unstall+pin", ["--pin", "0"], shim=True, flags=["--pin-dataloader"])
         extra = []
         if pinned.rc != 0:
@@ -405,15 +405,15 @@ class Tester:
     def summary(self, header):
         print()
         print(f"torch-test: {header}")
-        print(f"{'case':<11} {'result':<6} detail")
+        print(f"{'case':<13} {'result':<6} detail")
         for case, verdict, detail in self.rows:
-            print(f"{case:<11} {verdict:<6} {detail}")
+            print(f"{case:<13} {verdict:<6} {detail}")
         print()
         print(f"{'figure':<46} {'native':>10} {'unstall':>10} {'pin_memory':>11} {'unstall+pin':>12}")
         rows = [
-            ("seed 002: worst launch, ms", "seed002_worst_launch_ms", "{:.3f}"),
-            ("seed 002: launch p99, ms", "seed002_p99_launch_ms", "{:.3f}"),
-            ("seed 002: D2H into fresh CPU tensors, GB/s", "seed002_d2h_gbps", "{:.2f}"),
+            ("D2H vs launch: worst launch, ms", "d2h_vs_launch_worst_launch_ms", "{:.3f}"),
+            ("D2H vs launch: launch p99, ms", "d2h_vs_launch_p99_launch_ms", "{:.3f}"),
+            ("D2H vs launch: D2H into fresh tensors, GB/s", "d2h_vs_launch_d2h_gbps", "{:.2f}"),
             ("DataLoader CNN, steps/s", "cnn_steps_per_s", "{:.1f}"),
             ("DDP rank 0, steps/s", "ddp_steps_per_s_rank0", "{:.1f}"),
             ("DDP rank 1, steps/s", "ddp_steps_per_s_rank1", "{:.1f}"),
@@ -430,7 +430,7 @@ class Tester:
         if pin_dl and pin:
             share = 100.0 * pin_dl / pin
             print(f"DataLoader CNN under unstall + pin_dataloader: {share:.1f}% of pin_memory=True "
-                  f"(issue 11 target: >= 95%: {'met' if share >= 95.0 else 'not met'})")
+                  f"(target: >= 95%: {'met' if share >= 95.0 else 'not met'})")
         merged = getattr(self, "merged_report", None)
         if merged:
             print(f"merged report of the torchrun job (tools/unstall-report): {merged}")
@@ -491,7 +491,7 @@ def main():
         method = getattr(t, f"case_{case}", None)
         if method is not None:
             method()
-        elif case == "seed002":
+        elif case == "d2h_vs_launch":
             t.plain(case, ["--seconds", "3"])
         else:
             t.plain(case)

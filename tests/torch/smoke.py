@@ -2,7 +2,7 @@
 """smoke.py - PyTorch's copy paths, checked value by value; run natively and
 under the shim by tests/gpu/run.sh (make gpu-test).
 
-What PyTorch calls (design.md): x.cpu() is a pageable D2H cudaMemcpyAsync
+What PyTorch calls: x.cpu() is a pageable D2H cudaMemcpyAsync
 then cudaStreamSynchronize; t.to('cuda') and t.to('cuda', non_blocking=True)
 from pageable memory are pageable H2D copies; .item() copies into torch's own
 pinned pool and synchronizes; x.to('cuda:1') is a cudaMemcpyAsync across
@@ -103,7 +103,8 @@ def main():
     torch.cuda.synchronize()
     result("pinned_roundtrip", torch.equal(back, p), bytes=n * 4)
 
-    # another thread launches while this one does pageable D2H (seed 002)
+    # another thread launches while this one does pageable D2H (the
+    # D2H-versus-launch case a user reported)
     lat = []
     stop = threading.Event()
 

@@ -1,17 +1,18 @@
 #!/usr/bin/env python3
-"""seed002_variants.py - seed 002 (tests/torch/cases.py seed002) with what it
-needs to tell causes apart, one line per run (a GPU and torch needed):
+"""d2h_vs_launch_variants.py - the D2H-versus-launch case (tests/torch/cases.py
+d2h_vs_launch) with what it needs to tell causes apart, one line per run (a GPU
+and torch needed):
 
-    python3 tests/torch/seed002_variants.py gpu|cpu [seconds]
+    python3 tests/torch/d2h_vs_launch_variants.py gpu|cpu [seconds]
 
-gpu: one thread copies a 256 MiB CUDA tensor into fresh CPU tensors (seed 002);
+gpu: one thread copies a 256 MiB CUDA tensor into fresh CPU tensors, as a
+user's PyTorch program did;
 cpu: the same from a CPU tensor, no CUDA in the copy: the floor that Python,
 torch and the host set. Another thread launches small kernels. Prints the
 launching thread's worst and p99 call, the copies' GB/s, and how long
 dropping the previous tensor took (a free() made holding the GIL). Run it
 natively, under the shim (LD_PRELOAD), with THP_MEM_ALLOC_ENABLE=1 (torch's
-own huge-page CPU allocator) or UNSTALL_COPY_THREADS=N:
-docs/measurements/h200-session23.txt."""
+own huge-page CPU allocator) or UNSTALL_COPY_THREADS=N."""
 import sys, time, threading, os
 import torch
 MiB = 1 << 20
@@ -45,6 +46,6 @@ a = threading.Thread(target=d2h); b = threading.Thread(target=launcher)
 a.start(); b.start(); start.set(); time.sleep(seconds); stop.set(); a.join(); b.join()
 lat.sort(); frees.sort()
 slow = sum(1 for x in lat if x > 1e-3)
-print(f"SEED002X mode={mode} thp={os.environ.get('THP_MEM_ALLOC_ENABLE','0')} shim={'LD_PRELOAD' in os.environ} "
+print(f"D2H_VS_LAUNCH mode={mode} thp={os.environ.get('THP_MEM_ALLOC_ENABLE','0')} shim={'LD_PRELOAD' in os.environ} "
       f"worst_ms={lat[-1]*1e3:.2f} p99_ms={lat[int(0.99*(len(lat)-1))]*1e3:.3f} over1ms={slow} launches={len(lat)} "
       f"gbps={copies[0]*256*MiB/ct[0]/1e9:.2f} copies={copies[0]} free_ms_worst={frees[-1]*1e3:.2f} free_ms_med={frees[len(frees)//2]*1e3:.2f}", flush=True)
