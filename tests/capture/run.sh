@@ -5,13 +5,13 @@
 # the CUDA documentation) and, on the simulated runtime, predicted.txt (what
 # fakecuda models and no GPU confirmed yet). Under the shim every line must
 # equal the native one: whatever the shim does must not change what a
-# capture does (design.md, contract 7).
+# capture does (docs/contract.md §7).
 #
 # Usage: tests/capture/run.sh [BUILD_DIR] [fake|gpu]
 #   fake (default, CI): BUILD_DIR/capture/capture_conform on BUILD_DIR/fakecuda
 #   gpu  (make gpu-test): BUILD_DIR/gpu/capture_conform on the real runtime
 # Modes: native; fix0 (UNSTALL_MODE=off UNSTALL_FIX=0: the shim only
-# interposes, the issue-15 failure); shim (defaults).
+# interposes, which once invalidated a capture); shim (defaults).
 build=$(cd "${1:-build}" && pwd) || exit 1
 runtime=${2:-fake}
 here=$(cd "$(dirname "$0")" && pwd)

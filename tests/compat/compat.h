@@ -1,6 +1,6 @@
 /* compat.h - what the compatibility programs (tests/compat/*.cu) share: each
  * exercises one pattern real CUDA programs use (the ones NVIDIA's cuda-samples
- * exercise, issue 15), checks its own results, and ends with one line
+ * exercise), checks its own results, and ends with one line
  * "COMPAT <name> PASS" (exit 0) or "COMPAT <name> FAIL <why>" (exit 1).
  * tests/compat/run.sh runs each natively and under unstall; any difference in
  * outcome is a failure. Built with nvcc -cudart shared, as the samples are. */

@@ -4,8 +4,8 @@
  * a pageable H2D on the first stream, a kernel, a pageable D2H on the second,
  * and the joined stream and the events are destroyed before
  * cudaStreamEndCapture. The graph is replayed three times; each replay's
- * bytes are checked. (Under unstall before issue 15 the capture ended with
- * cudaErrorStreamCaptureInvalidated.) */
+ * bytes are checked. (Under an earlier unstall, whose own calls were not
+ * capture-safe, the capture ended with cudaErrorStreamCaptureInvalidated.) */
 #include "compat.h"
 
 int main(void)

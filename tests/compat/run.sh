@@ -1,6 +1,6 @@
 #!/bin/sh
 # The project's own compatibility programs (tests/compat/*.cu: the patterns
-# NVIDIA's cuda-samples exercise, issue 15), each built with
+# NVIDIA's cuda-samples exercise), each built with
 # `nvcc -cudart shared` and run natively, under unstall with its defaults, and
 # under unstall with each legacy_stream remedy. One row each: the outcome
 # ("PASS" or the program's own FAIL line, or its exit status) and the wall

@@ -1,4 +1,4 @@
-/* Rule (case D, seed 001): a same-device D2D copy runs as a kernel on the
+/* Rule (case D): a same-device D2D copy runs as a kernel on the
  * compute engine. Behind a kernel of its own context that occupies every SM
  * it waits until that kernel ends (the first burst; the others run after
  * it); beside a one-block kernel of the same context it runs at once; in a

@@ -1,6 +1,6 @@
 /* Rule: an event is recorded only on a stream of its own device (the device
  * current when it was created): cudaEventRecord on a stream of another device
- * fails (design.md). Outcome: the error name. */
+ * fails (measured on a GPU). Outcome: the error name. */
 #include "conform.h"
 
 int main(int argc, char **argv)

@@ -2,7 +2,7 @@
  * the event on another stream (two non-blocking streams of one device).
  * Argument cross_device: the writer's stream and event are on device 0, the
  * waiting stream on device 1 (cudaStreamWaitEvent accepts an event of
- * another device; design.md). */
+ * another device; measured on a GPU). */
 #include "conform.h"
 
 int main(int argc, char **argv)

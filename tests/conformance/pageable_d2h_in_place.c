@@ -1,7 +1,7 @@
 /* Rule: a cudaMemcpyAsync from the device to pageable (malloc) memory returns
  * with the data in place, even behind a long kernel that writes the source
- * (design.md: "Pageable D2H always returned only when the data was in
- * place"). Outcome: in_place or not_in_place. */
+ * (measured: a pageable D2H always returned only when the data was in
+ * place). Outcome: in_place or not_in_place. */
 #include "conform.h"
 
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /* Rule: where a cudaMemcpyAsync from pageable (malloc) memory to the device
- * returns (design.md, measured on an H200: 4 KiB and 1 MiB returned at once,
+ * returns (measured on an H200: 4 KiB and 1 MiB returned at once,
  * reading the source at call time, before earlier work on the stream; 64 MiB
  * waited for the stream). Arguments: small (1 MiB) | large (64 MiB), and
  * first: the process's first copies, the second straight after the first

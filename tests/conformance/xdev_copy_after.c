@@ -2,7 +2,7 @@
  * on the blocking stream of the device that is NOT current, waits for the
  * copy (cudaMemcpyPeer's documentation: "serialized with respect to all
  * pending and future asynchronous work" of the current, source and
- * destination devices; the same for a D2D cudaMemcpy across devices, issue 8).
+ * destination devices; the same for a D2D cudaMemcpy across devices).
  * No peer access. Arguments: memcpy | peer | async0, cur0 | cur1.
  *
  * The copy d1 <- d0 is held back by a 300 ms kernel on the current device's

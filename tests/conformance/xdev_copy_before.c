@@ -1,6 +1,6 @@
 /* Rule: a copy on the legacy stream between two devices waits for the
  * earlier work of BOTH devices' blocking streams, whichever device is current
- * (design.md, "Cross-device ordering"; issue 8). No peer access: the copy is
+ * (measured on H200s; docs/contract.md §1). No peer access: the copy is
  * staged by the driver. Arguments: memcpy | peer | async0 (cudaMemcpy,
  * cudaMemcpyPeer, cudaMemcpyAsync on stream 0), cur0 | cur1 (current device).
  *

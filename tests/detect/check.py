@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Detection tests of issue 4: every rule the shim detects fires on the
+"""Detection tests: every rule the shim detects fires on the
 situation that should trigger it, with the right API, count, bytes and fixed
 count, at the program's own call site, and stays silent on its clean twin;
 the clean scenario program has no medium or high finding; cases A-E fire

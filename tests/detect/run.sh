@@ -1,5 +1,5 @@
 #!/bin/sh
-# Detection tests (issue 4) on the simulated runtime: builds
+# Detection tests on the simulated runtime: builds
 # tests/detect/rules_prog.c against BUILD_DIR/fakecuda, then check.py runs
 # each situation natively and under the shim with a JSON report, and the
 # scenario programs (SCN_QUICK=1) under the shim, and prints "PASS name" /

@@ -1,5 +1,5 @@
 /* ctx_copies.c - pageable and peer copies made with the runtime API inside
- * a context the program made with cuCtxCreate (seed 001's setting), or in
+ * a context the program made with cuCtxCreate (case D's setting), or in
  * the primary context: argv[1] "created" or "primary". Checks every byte,
  * every return code, and that the thread's current context is the one the
  * program made current (a preload must not switch it). Prints "ok" and

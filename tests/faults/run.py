@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Fault injection at every runtime and driver call the shim makes (issue 8).
+"""Fault injection at every runtime and driver call the shim makes.
 
 Builds tests/faults/inject.c (libfaultinject.so, preloaded after the shim: it
 fails the nth call the shim makes to one function of shim/base/real_api.def

@@ -1,5 +1,5 @@
-/* device_reset.c - copies, cudaDeviceReset, the same copies again (issue 8,
- * item 9). After a reset the shim's streams, events and pinned slots of the
+/* device_reset.c - copies, cudaDeviceReset, the same copies again. After a
+ * reset the shim's streams, events and pinned slots of the
  * device are dead; the shim must forget them and make new ones, so the
  * copies after the reset must succeed with the right bytes, natively and
  * under the shim alike.

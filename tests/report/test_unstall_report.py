@@ -258,7 +258,7 @@ def multi_host_reports():
 
 
 class HostTest(unittest.TestCase):
-    """Issue 15: reports of a job over several nodes, grouped by host and rank."""
+    """Reports of a job over several nodes, grouped by host and rank."""
 
     def test_rows_count_per_host_and_rank(self):
         rows, _ = ur.merge(multi_host_reports())

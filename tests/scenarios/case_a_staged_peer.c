@@ -1,16 +1,18 @@
 /* case_a_staged_peer.c - case A: copies between two GPUs without peer access
- * (design.md). The driver stages them through host memory; every staged
- * copy on the machine queues behind the others (seed 000).
+ * enabled. The driver stages them through host memory; every staged copy on
+ * the machine queues behind the others (the stall a user reported: test
+ * stall).
  *
  * Tests (argv or SCN_TESTS; default all):
  *   peer_async      cudaMemcpyPeerAsync, SCN_A_BYTES (256 MiB): GB/s (best of
  *                   SCN_REPS), host time in the call with the stream idle
  *                   (worst of the reps) and behind a SCN_A_BUSY_MS kernel
  *   memcpy_default  the same with cudaMemcpyAsync(cudaMemcpyDefault)
- *   stall           seed 000: stream A gets a SCN_A_KERNEL_MS (300 ms) kernel
- *                   then a SCN_A_STALL_BYTES (64 MiB) cross-device copy; an
- *                   independent copy of the same size on stream B is issued
- *                   right after: when is B's copy done?
+ *   stall           as a user reported it: stream A gets a SCN_A_KERNEL_MS
+ *                   (300 ms) kernel then a SCN_A_STALL_BYTES (64 MiB)
+ *                   cross-device copy; an independent copy of the same
+ *                   size on stream B is issued right after: when is B's
+ *                   copy done?
  * Peer access is never enabled. One device: "skipped=one_gpu". */
 #include <stdlib.h>
 #include <string.h>
@@ -83,7 +85,8 @@ static void test_copy(const char *test, enum copy_api api, void *dst, const void
     scn_test_end();
 }
 
-/* Seed 000: the independent copy on stream B waits for stream A's kernel. */
+/* The reported stall: the independent copy on stream B waits for stream A's
+ * kernel. */
 static void test_stall(void)
 {
     scn_test("stall", 0);

@@ -1,7 +1,7 @@
 /* case_b_pageable_h2d.c - case B: cudaMemcpyAsync host-to-device from
  * pageable (malloc) memory. Above about 1 MiB the native call waits for the
- * stream to drain (design.md: 16 MiB behind a 200 ms kernel held the caller
- * 204 ms).
+ * stream to drain (measured on a GPU: 16 MiB behind a 200 ms kernel held the
+ * caller 204 ms).
  *
  * Tests (argv or SCN_TESTS; default all):
  *   held_small   SCN_B_SMALL_BYTES (16 MiB) behind a SCN_B_KERNEL_MS (200 ms)

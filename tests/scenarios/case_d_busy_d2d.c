@@ -1,10 +1,10 @@
-/* case_d_busy_d2d.c - case D: same-device device-to-device copies while a
- * long kernel runs (seed 001). A D2D copy runs as a kernel on the compute
- * engine: behind a kernel of its own context that occupies every SM it waits
- * until that kernel ends; behind a kernel of another context, a time slice
- * per burst (measured on 2 x H200: 197.9 ms for the first burst behind a
- * 200 ms kernel of the primary context, then 0.035 ms; 2.44 ms every burst
- * in a cuCtxCreate context).
+/* case_d_busy_d2d.c - case D: same-device device-to-device copies while a long
+ * kernel runs (a user reported it in a created context). A D2D copy runs as a
+ * kernel on the compute engine: behind a kernel of its own context that
+ * occupies every SM it waits until that kernel ends; behind a kernel of
+ * another context, a time slice per burst (measured on 2 x H200: 197.9 ms for
+ * the first burst behind a 200 ms kernel of the primary context, then
+ * 0.035 ms; 2.44 ms every burst in a cuCtxCreate context).
  *
  * Test (argv or SCN_TESTS):
  *   busy_d2d   baseline: a burst of SCN_D_COUNT (8) x SCN_D_BYTES (1 MiB)
@@ -18,7 +18,7 @@
  *              occupies every SM (scn_kernel_occupy).
  *   bursts_primary_idle, bursts_primary_busy, bursts_created_idle,
  *   bursts_created_busy
- *              the repeated case (issue 13): SCN_D_REPEAT (10) bursts back
+ *              the repeated case: SCN_D_REPEAT (10) bursts back
  *              to back, each SCN_D_COUNT x SCN_D_BYTES cudaMemcpyAsync D2D
  *              on a non-blocking stream then cudaStreamSynchronize, timed
  *              on the host from the first copy's issue to the sync's

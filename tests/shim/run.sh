@@ -118,7 +118,7 @@ child_lines=$(printf '%s\n' "$out" | grep -c "cudaMemcpyAsync") # only the child
 if [ $rc -eq 0 ] && [ -n "$native_answer" ] && [ "$child_lines" -eq 0 ]; then pass forked_child_passes_through
 else fail forked_child_passes_through "rc=$rc native=$native_answer: $out"; fi
 
-# --- strict mode and the allow-list (issue 4) --------------------------------
+# --- strict mode and the allow-list ------------------------------------------
 out=$(UNSTALL_MODE=strict with_shim "$work/prog_copies" 2>&1)
 case "$?:$out" in
     1:*pageable_h2d*"cudaErrorNotPermitted"*) pass strict_fails_pageable_copy ;;
@@ -191,7 +191,7 @@ norank RANK=0 UNSTALL_REPORT="$work/ranks/r-%r.json" LD_PRELOAD="$preload" \
 got=$(json_field "$work/ranks/r-0.json" 'r["hooked"]')
 if [ "$got" = False ]; then pass later_run_replaces_report; else fail later_run_replaces_report "hooked: $got"; fi
 
-# --- the report path: a regular file or a new one, nothing else (issue 8) ---
+# --- the report path: a regular file or a new one, nothing else -------------
 rm -rf "$work/paths"; mkdir -p "$work/paths"
 mkfifo "$work/paths/fifo"
 printf keep >"$work/paths/target"
@@ -215,7 +215,7 @@ out=$(UNSTALL_REPORT="$work/paths/new.json" with_shim "$work/prog_copies" 2>&1)
 if [ -f "$work/paths/new.json" ] && [ ! -L "$work/paths/new.json" ] && json_field "$work/paths/new.json" 'r["tool"]' | grep -q unstall
 then pass report_new_file; else fail report_new_file "$out"; fi
 
-# --- FIFOs never hang the program (issue 8) ------------------------------------
+# --- FIFOs never hang the program ----------------------------------------------
 mkfifo "$work/paths/config.fifo" "$work/paths/log.fifo"
 out=$(UNSTALL_CONFIG="$work/paths/config.fifo" timeout 20 sh -c 'LD_LIBRARY_PATH="$1" LD_PRELOAD="$2" "$3"' \
     sh "$fake" "$preload" "$work/prog_copies" 2>&1)
@@ -276,7 +276,7 @@ if [ $rc -eq 0 ] && printf '%s' "$out" | grep -q "prog_copies: ok" && printf '%s
 then pass log_reader_gone_no_sigpipe
 else fail log_reader_gone_no_sigpipe "rc=$rc (reader read: $(cat "$work/paths/reader.out")): $out"; fi
 
-# --- bounded config warnings, valid UTF-8 report (issue 8) ---------------------
+# --- bounded config warnings, valid UTF-8 report -------------------------------
 python3 -c "import sys; sys.stdout.write('junk\n' * 200000)" >"$work/paths/garbage.conf"
 out=$(UNSTALL_CONFIG="$work/paths/garbage.conf" UNSTALL_LOG_MAX_LINES=50 with_shim "$work/prog_copies" 2>&1)
 n=$(printf '%s\n' "$out" | grep -c "expected key = value")
@@ -317,7 +317,7 @@ case "$?:$out" in
     *) fail launcher_unknown_profile_is_clear "$out" ;;
 esac
 
-# --help shows the usage and nothing of the script (issue 12); --version
+# --help shows the usage and nothing of the script; --version
 out=$("$launcher" --help 2>&1)
 case "$?:$out" in
     *"set -e"*|*"here="*) fail launcher_help_is_only_usage "$out" ;;
@@ -336,7 +336,7 @@ if [ -n "${TEST_SANITIZER:-}" ]; then
     echo "SKIP launcher_compare: not under a sanitizer"
     echo "SKIP launcher_compare_strict_differs: not under a sanitizer"
 else
-    # --compare: native, then under unstall, side by side (issue 15), on a
+    # --compare: native, then under unstall, side by side, on a
     # scenario program over the simulated runtime
     scenario=$build/scenarios/case_b_pageable_h2d
     out=$(LD_LIBRARY_PATH="$fake" "$launcher" --lib "$shim" --compare -- "$scenario" 2>"$work/compare.err")
@@ -355,7 +355,7 @@ else
 
 fi
 
-# eager_modules (issue 13, case E): CUDA_MODULE_LOADING=EAGER set before main
+# eager_modules (case E): CUDA_MODULE_LOADING=EAGER set before main
 # when asked, a value the user set kept, nothing without the option or disabled
 loading() { env "$@" LD_PRELOAD="$preload" /usr/bin/env 2>/dev/null | sed -n 's/^CUDA_MODULE_LOADING=//p'; }
 [ "$(loading UNSTALL_EAGER_MODULES=1)" = EAGER ] && pass eager_modules_set || fail eager_modules_set "got '$(loading UNSTALL_EAGER_MODULES=1)'"

@@ -34,12 +34,11 @@ export STRESS_CHAINS=${STRESS_CHAINS:-40} STRESS_MAX_BYTES=${STRESS_MAX_BYTES:-2
 # every size through the pipelines, small chunks: many chunks per copy
 export UNSTALL_CHUNK_BYTES=256k UNSTALL_PEER_MIN_BYTES=0 UNSTALL_PEER_IDLE_NATIVE_BYTES=0 UNSTALL_H2D_MIN_BYTES=0 UNSTALL_H2D_IDLE_NATIVE_BYTES=0 UNSTALL_D2H_MIN_BYTES=0
 
-# The known cross-device ordering defect (issue 8, item 1): a cudaMemcpy
-# between devices must wait for the blocking streams of both devices; the
-# simulated runtime and the shim only wait for the current device's. Fixed on
-# another branch; until it lands here, the runs that use that ordering are
-# allowed to mismatch (not every run does: it is a race). Set to 1 when it
-# lands: then they must pass.
+# The known cross-device ordering defect: a cudaMemcpy between devices must
+# wait for the blocking streams of both devices; the simulated runtime and the
+# shim only wait for the current device's. Fixed on another branch; until it
+# lands here, the runs that use that ordering are allowed to mismatch (not
+# every run does: it is a race). Set to 1 when it lands: then they must pass.
 cross_legacy_fixed=1
 
 # one run: label, then env assignments

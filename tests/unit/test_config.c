@@ -549,7 +549,7 @@ static void test_config_file_bad_lines(void **state)
     assert_one_warning("t.conf:2: chunk_bytes=\"2g\": out of range 64k..1g; keeping 8m");
 }
 
-/* Issue 8: a 1 MB garbage config printed 262,032 lines. Its warnings are
+/* A 1 MB garbage config once printed 262,032 lines. Its warnings are
  * bounded by log_max_lines (as loaded), the last line counting the rest. */
 static void test_config_warnings_bounded_by_log_max_lines(void **state)
 {
@@ -905,7 +905,7 @@ static void test_config_rank_is_a_number(void **state)
 }
 
 /* Launchers' rank variables: global ranks first (RANK, SLURM_PROCID,
- * OMPI_COMM_WORLD_RANK, PMI_RANK, PMIX_RANK), LOCAL_RANK last (issue 15). */
+ * OMPI_COMM_WORLD_RANK, PMI_RANK, PMIX_RANK), LOCAL_RANK last. */
 static const char *const rank_vars[] = { "RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK",
                                          "LOCAL_RANK" };
 static const char *rank_case_env; /* "VAR=value VAR=value" set in the child */

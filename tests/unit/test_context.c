@@ -111,7 +111,7 @@ static void test_context_secondary_competes_with_active_primary(void **state)
 {
     (void)state;
     CUcontext ctx;
-    drv.current = (CUcontext)0x2000; /* cuCtxCreate'd, as in seed 001 */
+    drv.current = (CUcontext)0x2000; /* cuCtxCreate'd, as in case D's created context */
     assert_true(us_context_competes(0, &ctx));
     assert_ptr_equal(ctx, (CUcontext)0x2000);
     /* the primary context is remembered: no more driver look-ups */
@@ -124,7 +124,7 @@ static void test_context_secondary_competes_with_active_primary(void **state)
 /* The primary-context look-up (a driver call outside any pipeline) runs in
  * relaxed capture mode, and the program's mode is restored: a graph capture
  * in global mode on another thread must not be invalidated by it
- * (design.md, contract 7). */
+ * (contract.md §7). */
 static void test_context_lookup_in_relaxed_mode(void **state)
 {
     (void)state;
@@ -142,7 +142,7 @@ static void test_context_secondary_alone_does_not_compete(void **state)
     (void)state;
     CUcontext ctx;
     drv.current = (CUcontext)0x2000;
-    drv.primary_active = 0; /* seed 001's case 1: no other context */
+    drv.primary_active = 0; /* case D's created context with no other context */
     assert_false(us_context_competes(0, &ctx));
     assert_int_equal(drv.retains, 0); /* an inactive primary context is never created */
     drv.primary_active = 1;           /* it starts later: seen at the next copy */
@@ -248,7 +248,7 @@ static void test_context_current_device_asks_once_per_context(void **state)
 }
 
 /* A process that sees one device: its current device is 0 without a driver
- * call (session 38: the two the table needs were the largest step of a small
+ * call (the two the table needs were the largest step of a small
  * pass-through copy after an idle moment). The count is asked once; before
  * cuInit it is asked again later; with more devices, or none to tell, the
  * table answers as before. */

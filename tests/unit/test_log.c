@@ -361,7 +361,7 @@ static void test_log_unopenable_falls_back_to_stderr(void **state)
     assert_string_equal(text, expected);
 }
 
-/* --- FIFOs: nothing blocks, nothing kills (issue 8) ------------------------------------ */
+/* --- FIFOs: nothing blocks, nothing kills ---------------------------------------------- */
 
 /* stderr into a file while body runs; its text into out */
 static void with_stderr_captured(void (*body)(const char *fifo), const char *fifo, char *out, size_t size)
@@ -502,14 +502,14 @@ static void test_log_expand_path(void **state)
     snprintf(expected, sizeof expected, "unstall-%ld-3.json", pid);
     assert_string_equal(out, expected);
 
-    /* no rank: never a rank's name (issue 8: torchrun's own process took rank 0's) */
+    /* no rank: never a rank's name (torchrun's own process once took rank 0's) */
     assert_true(us_expand_path("/tmp/%r/%p/%p", NULL, "node1", out, sizeof out));
     snprintf(expected, sizeof expected, "/tmp/norank/%ld/%ld", pid, pid);
     assert_string_equal(out, expected);
 
     /* %h: the host */
-    assert_true(us_expand_path("/shared/%h-%r.json", "12", "gpu-node-07", out, sizeof out));
-    assert_string_equal(out, "/shared/gpu-node-07-12.json");
+    assert_true(us_expand_path("/nfs/%h-%r.json", "12", "gpu-node-07", out, sizeof out));
+    assert_string_equal(out, "/nfs/gpu-node-07-12.json");
 
     assert_true(us_expand_path("100%% %x %", "1", "h", out, sizeof out));
     assert_string_equal(out, "100% %x %"); /* %% is %, anything else as written */

@@ -251,7 +251,8 @@ static void test_d2h_driver_failure_answered_by_the_runtime(void **state)
 /* No slot ready (a cold pool): on an idle non-blocking stream the copy goes
  * native, pinning nothing in the call, and the grower pins the slots for
  * the next copies; behind queued work it pins one slot in the call and is
- * rewritten (a native D2H there could wait for another thread: seed 004). */
+ * rewritten (a native D2H there could wait for another thread: the
+ * stream-0 D2H deadlock). */
 static void test_d2h_no_slot_ready_native_when_stream_idle(void **state)
 {
     (void)state;

@@ -319,9 +319,9 @@ static void test_peer_idle_lane_taken_over_when_no_room(void **state)
     assert_int_equal(fake_cuda_count(FAKE_cudaHostAlloc), 1);
 }
 
-/* Past pinned_max (issue 8, item 8): a copy on a new stream takes over an
- * idle lane or goes native, without making streams and events it then
- * destroys (it made 2 streams and 12 events a copy before). */
+/* Past pinned_max: a copy on a new stream takes over an idle lane or goes
+ * native, without making streams and events it then destroys (it made 2
+ * streams and 12 events a copy before). */
 static void test_peer_past_pinned_max_makes_nothing_it_destroys(void **state)
 {
     (void)state;
@@ -440,10 +440,10 @@ static void test_peer_sync_api_waits_and_gates_on_legacy_streams(void **state)
     assert_int_equal(result, cudaErrorLaunchFailure);
 }
 
-/* Issue 8: cudaMemcpy / cudaMemcpyAsync on the legacy stream with the
- * destination's device current: the source device's legacy stream gates the
- * D2H stream and waits for the copy; a user stream or the per-thread stream
- * orders with nothing on the other device. */
+/* cudaMemcpy / cudaMemcpyAsync on the legacy stream with the destination's
+ * device current: the source device's legacy stream gates the D2H stream and
+ * waits for the copy; a user stream or the per-thread stream orders with
+ * nothing on the other device. */
 static void test_peer_legacy_stream_orders_with_the_other_device(void **state)
 {
     (void)state;

@@ -239,7 +239,7 @@ static void test_report_json(void **state)
     us_report_free(r);
 }
 
-/* Issue 8: a program path with byte 0xff made the report invalid UTF-8. */
+/* A program path with byte 0xff once made the report invalid UTF-8. */
 static void test_report_json_is_utf8(void **state)
 {
     (void)state;
@@ -317,7 +317,7 @@ static void test_report_save_new_and_regular(void **state)
     assert_int_equal(errno, ENOENT);
 }
 
-/* Issue 8: a FIFO, a link (to /dev/null or to a file), a device node or a
+/* A FIFO, a link (to /dev/null or to a file), a device node or a
  * directory at the report's path is left as it is, without blocking. */
 static void test_report_save_leaves_other_files_alone(void **state)
 {
@@ -375,7 +375,7 @@ static uint64_t now_real_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* Issue 8: torchrun's own process under a rank's name, exiting last, must not
+/* torchrun's own process under a rank's name, exiting last, must not
  * replace that rank's report with an empty one; an earlier run's is replaced. */
 static void test_report_save_keeps_a_richer_report_of_this_run(void **state)
 {

@@ -39,11 +39,11 @@ static int setup(void **state)
 
 #define MiB ((size_t)1 << 20)
 
-/* Growth follows the copies (issue 8, items 7 and 8): slots of an eighth of
- * the copy (64 KiB at least, chunk_bytes at most), one allocation each, no
- * more than the copy needs. Before, the first claim pinned slots x
- * chunk_bytes in one allocation whatever the copy: a 4 KiB copy 4 MiB here
- * (16.8 GB with allowed values), and one call held the driver for all of it. */
+/* Growth follows the copies: slots of an eighth of the copy (64 KiB at least,
+ * chunk_bytes at most), one allocation each, no more than the copy needs.
+ * Before, the first claim pinned slots x chunk_bytes in one allocation
+ * whatever the copy: a 4 KiB copy 4 MiB here (16.8 GB with allowed values),
+ * and one call held the driver for all of it. */
 static void test_staging_growth_follows_the_copy(void **state)
 {
     (void)state;
@@ -332,7 +332,7 @@ static void test_staging_concurrent_claims_are_exclusive(void **state)
     assert_int_equal(fake_cuda_count(FAKE_cudaHostAlloc), 8);
 }
 
-/* --- first use: growth off the copy's thread (issue 8 item 7, issue 15 item 2) --- */
+/* --- first use: growth off the copy's thread (contract.md §4) ------------------------- */
 
 static void test_staging_inline_budget(void **state)
 {
@@ -512,9 +512,10 @@ static void test_staging_partial_claim_reuses_the_inline_slot(void **state)
 }
 
 /* A D2H runs with fewer slots than it wants: one pinned inside the call when
- * it has none, within the budget (a D2H is rewritten from its first use,
- * seed 004), the rest from the grower. Before, a first 1 MiB D2H
- * pinned 4 slots of 128 KiB inside the call. */
+ * it has none, within the budget (a D2H is rewritten from its first use: a
+ * native one can deadlock behind another thread's launch), the rest from the
+ * grower. Before, a first 1 MiB D2H pinned 4 slots of 128 KiB inside the
+ * call. */
 static void test_staging_partial_claim_pins_one_slot_inline(void **state)
 {
     (void)state;
@@ -537,7 +538,7 @@ static void test_staging_partial_claim_pins_one_slot_inline(void **state)
     us_staging_release(s, 4, NULL);
     /* a D2H whose slots are over its inline budget: one slot of the budget
      * inside the call (rewritten from its first use, never native: a native
-     * D2H can deadlock a program, seed 004), its own slots from the grower */
+     * D2H can deadlock a program), its own slots from the grower */
     assert_int_equal(ask(4, 64 * MiB, 0, true, s, &growing), 1);
     assert_true(growing);
     assert_int_equal(s[0]->bytes, US_STAGING_INLINE_MAX);

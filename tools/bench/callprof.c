@@ -14,7 +14,7 @@
  * or more (the first 4096): function, thread, start (ms since this library
  * loaded) and length, so that a stall of one thread can be put beside what
  * another thread was doing then (case C's worst launch beside the staging
- * pool's registrations, session 39).
+ * pool's registrations).
  *
  * Build: tools/bench/callprof.sh (or cc -shared -fPIC ... -ldl).
  * Output: stderr, or the file named by CALLPROF_OUT. */

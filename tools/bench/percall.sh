@@ -1,8 +1,8 @@
 #!/bin/sh
-# Per-call cost of a kernel launch and a small pinned copy on a GPU:
-# natively, under the shim (defaults: driver layer on), and with the driver
-# layer off, side by side (issue 10: unchanged within noise). Three runs of
-# each, interleaved.
+# Per-call cost of a kernel launch and a small pinned copy on a GPU: natively,
+# under the shim (defaults: driver layer on), and with the driver layer off,
+# side by side (the driver layer left them unchanged within noise on a GPU).
+# Three runs of each, interleaved.
 # Usage: tools/bench/percall.sh [BUILD_DIR]   (needs BUILD_DIR/gpu/kernels.o)
 build=$(cd "${1:-build}" && pwd) || exit 1
 here=$(cd "$(dirname "$0")" && pwd)

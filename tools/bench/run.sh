@@ -1,9 +1,9 @@
 #!/bin/sh
 # make bench: on a GPU machine, the scenario programs (BUILD_DIR/gpu/case_*,
 # full sizes; also BUILD_DIR/gpu-static/case_*, the same linked with the static
-# runtime as plain nvcc does) natively and under the shim in one run, then the performance
-# table of issue 5 (tools/bench/table.py: native, unstall, target, ratio)
-# with the machine it ran on. Printed, and written to BENCH_OUT (default
+# runtime as plain nvcc does) natively and under the shim in one run, then the
+# performance table of cases A-E (tools/bench/table.py: native, unstall,
+# target, ratio) with the machine it ran on. Printed, and written to BENCH_OUT (default
 # BUILD_DIR/bench.md); the chart (tools/bench/chart.py: bars per case and a
 # timeline of case B) to BENCH_SVG (BUILD_DIR/bench.svg) and its figures to
 # BENCH_JSON (BUILD_DIR/bench.json). Every figure comes from the programs'

@@ -34,11 +34,11 @@ against 4/16 (p 0.059)"): on the GPU hosts a row's first call came out at 70-90
 or 130-200 us from one process to the next, natively as under the shim, and
 the median of 16 such draws moved by 40%. Where the rounds are too few for the
 test ever to reach 1% (6 or fewer), the figure alone decides, as it did for every
-row before session 34, and the key carries n/N only ("first 3/3").
+row before the sign test, and the key carries n/N only ("first 3/3").
 
 The control is judged by the same rule against native, either way: the
 count of rows where it differs is what chance makes of the rule. On an H200
-(session 34) the test flagged it in none of the 20 rows of 16 rounds, the
+the test flagged it in none of the 20 rows of 16 rounds, the
 figure alone in 31 of 40 (19 of the 20 rows of 3 rounds, where the figure
 alone still decides).
 
@@ -191,7 +191,7 @@ def control_off_native(key, c, n, again_c, again_n):
 def flagged(native, shim, control):
     """The rows a second sample should judge: "op bytes" lines. The control's
     only where its rounds are enough to test: with fewer, its figure alone is
-    off native in most rows (session 34: 19 of 20), and each would run the
+    off native in most rows (19 of 20 on an H200), and each would run the
     largest rows again; it is counted apart, from one sample."""
     for key in native:
         n, s = native[key], shim.get(key)
