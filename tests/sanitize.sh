@@ -60,16 +60,16 @@ for san in $sanitizers; do
     # injection (60 runs of error paths) are left to the ASan pass, and the
     # scenarios run under the shim only (natively they test fakecuda alone,
     # which its own suites cover)
-    # The suites issue 8 names (unit, simulated runtime, pipelines, detection,
-    # scenarios) and the stress; the conformance, capture, p2pcheck and chart
-    # suites run other programs over the same code paths and are left to the
-    # plain run to keep make check within its time. pytest-plugin and
-    # pin-dataloader preload the shim into an uninstrumented python, where a
-    # sanitizer's runtime cannot come first (the plain run covers them). probe
-    # builds an unsanitized shim of its own and a bench program linked to this
-    # pass's simulated runtime, whose sanitizer runtime then does not come
-    # first either (TSan crashed starting it, shim or not; the plain run
-    # covers it).
+    # The suites that exercise the shim's own code (unit, simulated runtime,
+    # pipelines, detection, scenarios) and the stress; the conformance,
+    # capture, p2pcheck and chart suites run other programs over the same code
+    # paths and are left to the plain run to keep make check within its time.
+    # pytest-plugin and pin-dataloader preload the shim into an uninstrumented
+    # python, where a sanitizer's runtime cannot come first (the plain run
+    # covers them). probe builds an unsanitized shim of its own and a bench
+    # program linked to this pass's simulated runtime, whose sanitizer runtime
+    # then does not come first either (TSan crashed starting it, shim or not;
+    # the plain run covers it).
     # The conformance programs are built here (sanitize-bins) and their three
     # suites run under ASan in the full scope (make sanitize); under TSan they
     # are left out: their rules are judged by how long calls take, which

@@ -1,5 +1,5 @@
 #!/bin/sh
-# The launcher and the report as a new user meets them (issue 12 item 3), on
+# The launcher and the report as a new user meets them, on
 # the simulated runtime: the scenario programs run as built, directly and
 # under tools/unstall; native frames named with file:line where the program
 # has debug information; a process that never used CUDA told apart from one
