@@ -55,7 +55,7 @@ for t in "$build"/unit/test_* "$build"/fakecuda/test_*; do
 done
 suite gen-docs-check sh -c 'python3 tools/gen-docs --check && echo "gen-docs-check: 1 passed, 0 failed"'
 suite perfdoc-check sh -c 'python3 tools/bench/perfdoc.py check && echo "perfdoc-check: 1 passed, 0 failed"'
-suite layers python3 tests/common/run_unittest.py layers tests/layers
+suite layers env BUILD="$build" python3 tests/common/run_unittest.py layers tests/layers
 # hand-written mutants of the pure modules (policy, parsers, staging size
 # policy), each rebuilt and run against its unit tests: every one killed
 [ -f tests/mutation/run.py ] && suite mutation python3 tests/mutation/run.py "$build"

@@ -9,8 +9,8 @@
 #include "real.h"
 #include "hot.h"
 #include "real_driver.h"
+#include "resolve.h"
 
-#include <dlfcn.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -27,7 +27,7 @@ static const char *const runtime_sonames[] = { "libcudart.so.13", "libcudart.so.
 static void *runtime_handle(void)
 {
     for (size_t i = 0; i < sizeof runtime_sonames / sizeof runtime_sonames[0]; i++) {
-        void *h = dlopen(runtime_sonames[i], RTLD_LAZY | RTLD_NOLOAD);
+        void *h = us_resolve_loaded(runtime_sonames[i]);
         if (h != NULL)
             return h; /* the reference is kept: the runtime stays for the process */
     }
@@ -36,16 +36,16 @@ static void *runtime_handle(void)
 
 static void *lookup(void *handle, const char *name)
 {
-    void *fn = dlsym(RTLD_NEXT, name);
+    void *fn = us_resolve_next(name);
     if (fn == NULL && handle != NULL)
-        fn = dlsym(handle, name);
+        fn = us_resolve_in(handle, name);
     return fn;
 }
 
 static bool resolve_all(struct us_real_api *api)
 {
     void *handle = NULL;
-    if (dlsym(RTLD_NEXT, "cudaGetDevice") == NULL)
+    if (us_resolve_next("cudaGetDevice") == NULL)
         handle = runtime_handle();
 #define US_REAL(ret, name, params, args, rewrite) *(void **)&api->name = lookup(handle, #name);
 #include "real_api.def"

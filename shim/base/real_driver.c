@@ -1,29 +1,12 @@
 /* real_driver.c - see real_driver.h. */
 #include "real_driver.h"
 #include "hot.h"
+#include "resolve.h"
 
-#include <dlfcn.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
-
-static _Atomic us_dlsym_fn libc_dlsym;
-
-/* Uninstrumented: the interposed dlsym asks for it while a preloaded
- * sanitizer's runtime initializes, before it can record anything. */
-__attribute__((no_sanitize("address", "thread", "undefined"))) us_dlsym_fn us_real_libc_dlsym(void)
-{
-    us_dlsym_fn fn = atomic_load_explicit(&libc_dlsym, memory_order_acquire);
-    if (fn != NULL)
-        return fn;
-    fn = (us_dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
-    if (fn == NULL)
-        fn = (us_dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
-    if (fn != NULL)
-        atomic_store_explicit(&libc_dlsym, fn, memory_order_release);
-    return fn;
-}
 
 static struct us_real_driver resolved;
 static pthread_mutex_t resolve_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -35,23 +18,22 @@ static const struct us_real_driver *_Atomic active;
  * scope first (a program linked against libcuda, or a library preloaded
  * after the shim that wraps these functions, as tests/faults does), then
  * libcuda's own. */
-static void *lookup(us_dlsym_fn find, void *driver, const char *name)
+static void *lookup(void *driver, const char *name)
 {
-    void *fn = find(RTLD_NEXT, name);
-    return fn != NULL ? fn : find(driver, name);
+    void *fn = us_resolve_next(name);
+    return fn != NULL ? fn : us_resolve_in(driver, name);
 }
 
 /* Under resolve_lock. Settles only once libcuda is loaded: before that there
  * is no copy to rewrite. */
 static void resolve_locked(void)
 {
-    void *driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
-    us_dlsym_fn find = us_real_libc_dlsym();
-    if (driver == NULL || find == NULL)
+    void *driver = us_resolve_loaded("libcuda.so.1");
+    if (driver == NULL || us_resolve_libc_dlsym() == NULL)
         return;
     bool complete = true;
 #define US_REAL_DRV(name, params, args)                                  \
-    *(void **)&resolved.name = lookup(find, driver, #name);              \
+    *(void **)&resolved.name = lookup(driver, #name);              \
     complete = complete && resolved.name != NULL;
 #include "real_driver.def"
 #undef US_REAL_DRV

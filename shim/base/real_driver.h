@@ -12,9 +12,9 @@
  * when a driver call fails, so that the error a program sees is the
  * runtime's own.
  *
- * Resolved from the libcuda the runtime loaded (never loaded here), with the
- * C library's dlsym: the shim's own (shim/entry_driver/dlsym.c) hands out its
- * wrappers of libcuda's copies. */
+ * Resolved from the libcuda the runtime loaded (never loaded here), through
+ * resolve.h (the C library's dlsym: the shim's own, shim/entry_driver/dlsym.c,
+ * hands out its wrappers of libcuda's copies). */
 #ifndef UNSTALL_REAL_DRIVER_H
 #define UNSTALL_REAL_DRIVER_H
 
@@ -36,11 +36,5 @@ void us_real_driver_install(const struct us_real_driver *drv);
 
 /* Tests: resolve libcuda's again (us_real_install(NULL) does). */
 void us_real_driver_resolve(void);
-
-typedef void *(*us_dlsym_fn)(void *, const char *);
-
-/* The C library's dlsym, found with dlvsym (never through dlsym, which the
- * shim interposes); NULL when neither of its versions is there. */
-us_dlsym_fn us_real_libc_dlsym(void);
 
 #endif

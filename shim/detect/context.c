@@ -2,7 +2,6 @@
 #include "context.h"
 #include "hot.h"
 
-#include <dlfcn.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -11,6 +10,7 @@
 #include "device_state.h"
 #include "log.h"
 #include "real.h"
+#include "resolve.h"
 
 static struct us_driver_api resolved;
 static const struct us_driver_api *_Atomic active_api;
@@ -22,18 +22,18 @@ static _Atomic(CUcontext) primary[US_MAX_DEVICES];
 static void resolve(void)
 {
     /* RTLD_NOLOAD: the runtime loaded the driver; never load it ourselves */
-    void *driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+    void *driver = us_resolve_loaded("libcuda.so.1");
     if (driver != NULL) {
-        *(void **)&resolved.cuCtxGetCurrent = dlsym(driver, "cuCtxGetCurrent");
-        *(void **)&resolved.cuCtxSetCurrent = dlsym(driver, "cuCtxSetCurrent");
-        *(void **)&resolved.cuCtxGetId = dlsym(driver, "cuCtxGetId");
-        *(void **)&resolved.cuDeviceGet = dlsym(driver, "cuDeviceGet");
-        *(void **)&resolved.cuDevicePrimaryCtxGetState = dlsym(driver, "cuDevicePrimaryCtxGetState");
-        *(void **)&resolved.cuDevicePrimaryCtxRetain = dlsym(driver, "cuDevicePrimaryCtxRetain");
-        *(void **)&resolved.cuDevicePrimaryCtxRelease = dlsym(driver, "cuDevicePrimaryCtxRelease_v2");
-        *(void **)&resolved.cuCtxPushCurrent = dlsym(driver, "cuCtxPushCurrent_v2");
-        *(void **)&resolved.cuCtxPopCurrent = dlsym(driver, "cuCtxPopCurrent_v2");
-        *(void **)&resolved.cuDeviceGetCount = dlsym(driver, "cuDeviceGetCount");
+        *(void **)&resolved.cuCtxGetCurrent = us_resolve_in(driver, "cuCtxGetCurrent");
+        *(void **)&resolved.cuCtxSetCurrent = us_resolve_in(driver, "cuCtxSetCurrent");
+        *(void **)&resolved.cuCtxGetId = us_resolve_in(driver, "cuCtxGetId");
+        *(void **)&resolved.cuDeviceGet = us_resolve_in(driver, "cuDeviceGet");
+        *(void **)&resolved.cuDevicePrimaryCtxGetState = us_resolve_in(driver, "cuDevicePrimaryCtxGetState");
+        *(void **)&resolved.cuDevicePrimaryCtxRetain = us_resolve_in(driver, "cuDevicePrimaryCtxRetain");
+        *(void **)&resolved.cuDevicePrimaryCtxRelease = us_resolve_in(driver, "cuDevicePrimaryCtxRelease_v2");
+        *(void **)&resolved.cuCtxPushCurrent = us_resolve_in(driver, "cuCtxPushCurrent_v2");
+        *(void **)&resolved.cuCtxPopCurrent = us_resolve_in(driver, "cuCtxPopCurrent_v2");
+        *(void **)&resolved.cuDeviceGetCount = us_resolve_in(driver, "cuDeviceGetCount");
     }
     const struct us_driver_api *expected = NULL;
     atomic_compare_exchange_strong(&active_api, &expected, &resolved);

@@ -6,8 +6,8 @@
  * (symbols.c); every other answer is the C library's own.
  *
  * The C library's dlsym is found with dlvsym(RTLD_NEXT, "dlsym",
- * "GLIBC_2.34"), then "GLIBC_2.2.5" (older glibc; us_real_libc_dlsym,
- * real_driver.h): never through dlsym itself, so nothing recurses.
+ * "GLIBC_2.34"), then "GLIBC_2.2.5" (older glibc; us_resolve_libc_dlsym,
+ * resolve.h): never through dlsym itself, so nothing recurses.
  * RTLD_NEXT and RTLD_DEFAULT answer relative to the caller (glibc looks at
  * the return address): those lookups jump to the
  * C library's dlsym with the caller's return address untouched (a tail jump,
@@ -22,7 +22,7 @@
 #include <dlfcn.h>
 #include <stddef.h>
 
-#include "real_driver.h"
+#include "resolve.h"
 
 /* read by the assembly below: hidden, so reached PC-relative */
 __attribute__((visibility("hidden"))) us_dlsym_fn us_drv_dlsym_next;
@@ -42,7 +42,7 @@ US_BEFORE_SANITIZERS us_dlsym_fn us_drv_dlsym_resolve(void)
     us_dlsym_fn next = __atomic_load_n(&us_drv_dlsym_next, __ATOMIC_ACQUIRE);
     if (next != NULL)
         return next;
-    next = us_real_libc_dlsym();
+    next = us_resolve_libc_dlsym();
     if (next != NULL)
         __atomic_store_n(&us_drv_dlsym_next, next, __ATOMIC_RELEASE);
     return next;

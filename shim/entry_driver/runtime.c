@@ -26,6 +26,7 @@
 #include "config.h"
 #include "log.h"
 #include "real.h"
+#include "resolve.h"
 
 static pthread_once_t load_once = PTHREAD_ONCE_INIT;
 static atomic_bool ready;
@@ -39,7 +40,7 @@ static bool try_load(const char *path)
 {
     if (path == NULL || path[0] == '\0')
         return false;
-    if (dlopen(path, RTLD_NOW | RTLD_LOCAL) == NULL) {
+    if (us_resolve_load(path) == NULL) {
         us_log(US_LOG_DEBUG, "driver layer: %s: %s", path, dlerror());
         return false;
     }

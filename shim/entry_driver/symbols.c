@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "resolve.h"
 
 struct wrapped {
     const char *name;
@@ -93,7 +94,7 @@ static bool identify(const void *p)
     if (!atomic_load_explicit(&identified, memory_order_relaxed)) {
         /* RTLD_NOLOAD: the handle of what is loaded; the reference is kept
          * (libcuda stays for the life of the process) */
-        void *handle = dlopen(map->l_name, RTLD_LAZY | RTLD_NOLOAD);
+        void *handle = us_resolve_loaded(map->l_name);
         if (handle != NULL) {
             for (int i = 0; i < US_DRV_FN_COUNT; i++)
                 real_fns[i] = us_drv_real_dlsym(handle, wrapped[i].name);

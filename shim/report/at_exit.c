@@ -8,6 +8,7 @@
 #include "findings.h"
 #include "hang.h"
 #include "log.h"
+#include "resolve.h"
 #include "state.h"
 
 /* Call-site capture's one-time set-up at the start rather than inside the
@@ -34,10 +35,8 @@ __attribute__((destructor)) static void report_at_exit(void)
         /* No hook was reached. Stay silent in the many processes that are not
          * CUDA programs (children inherit LD_PRELOAD), but speak up where the
          * driver is loaded: the program used CUDA without the shim seeing it. */
-        void *driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
-        if (driver == NULL)
+        if (!us_resolve_is_loaded("libcuda.so.1"))
             return;
-        dlclose(driver);
         bypass = us_state_init_slow() ? 1 : 0;
     }
     if (bypass != 0)

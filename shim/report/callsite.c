@@ -4,6 +4,7 @@
 #include "callsite_python.h"
 #include "config.h"
 #include "log.h"
+#include "resolve.h"
 #include "srcline.h"
 #include "unwinder.h"
 #include "walkmemo.h"
@@ -210,15 +211,15 @@ static demangle_fn demangler(void)
     demangle_fn fn = atomic_load(&demangle);
     if (fn != NULL)
         return fn;
-    *(void **)&fn = dlsym(RTLD_DEFAULT, "__cxa_demangle");
+    *(void **)&fn = us_resolve_global("__cxa_demangle");
     /* a C++ library loaded RTLD_LOCAL (Python extension modules are) keeps
      * its libstdc++ out of the global scope: ask the library itself, loaded
      * already (RTLD_NOLOAD loads nothing; the handle is kept) */
     static const char *const libs[] = { "libstdc++.so.6", "libc++abi.so.1", "libc++.so.1" };
     for (size_t i = 0; fn == NULL && i < sizeof libs / sizeof libs[0]; i++) {
-        void *lib = dlopen(libs[i], RTLD_LAZY | RTLD_NOLOAD);
+        void *lib = us_resolve_loaded(libs[i]);
         if (lib != NULL)
-            *(void **)&fn = dlsym(lib, "__cxa_demangle");
+            *(void **)&fn = us_resolve_in(lib, "__cxa_demangle");
     }
     atomic_store(&demangle, fn);
     return fn;

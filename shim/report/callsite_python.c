@@ -4,6 +4,7 @@
  * released it. */
 #include "callsite_python.h"
 #include "hot.h"
+#include "resolve.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
@@ -52,16 +53,16 @@ static atomic_bool py_ok;
 static void detached_init(void);
 static pthread_once_t py_once = PTHREAD_ONCE_INIT;
 
-#define PY_SYM(field, name) (*(void **)&py.field = dlsym(RTLD_DEFAULT, name)) != NULL
+#define PY_SYM(field, name) (*(void **)&py.field = us_resolve_global(name)) != NULL
 
 static void py_resolve(void)
 {
     /* the GIL check is the marker: without it nothing else is looked up */
-    if (atomic_load(&py_ok) || dlsym(RTLD_DEFAULT, "PyGILState_Check") == NULL)
+    if (atomic_load(&py_ok) || us_resolve_global("PyGILState_Check") == NULL)
         return;
-    *(void **)&py.current_state = dlsym(RTLD_DEFAULT, "PyThreadState_GetUnchecked"); /* 3.13 */
+    *(void **)&py.current_state = us_resolve_global("PyThreadState_GetUnchecked"); /* 3.13 */
     if (py.current_state == NULL)
-        *(void **)&py.current_state = dlsym(RTLD_DEFAULT, "_PyThreadState_UncheckedGet");
+        *(void **)&py.current_state = us_resolve_global("_PyThreadState_UncheckedGet");
     bool ok = py.current_state != NULL && PY_SYM(is_initialized, "Py_IsInitialized") &&
             PY_SYM(gil_check, "PyGILState_Check") &&
             PY_SYM(this_thread_state, "PyGILState_GetThisThreadState") &&
@@ -137,12 +138,12 @@ static bool safe_read(const void *addr, void *out, size_t len)
 
 static void detached_init(void)
 {
-    *(void **)&py.version = dlsym(RTLD_DEFAULT, "Py_GetVersion");
-    *(void **)&py.addr2line = dlsym(RTLD_DEFAULT, "PyCode_Addr2Line");
-    *(void **)&py.str_length = dlsym(RTLD_DEFAULT, "PyUnicode_GetLength");
-    *(void **)&py.str_char = dlsym(RTLD_DEFAULT, "PyUnicode_ReadChar");
-    py.code_type = dlsym(RTLD_DEFAULT, "PyCode_Type");
-    py.str_type = dlsym(RTLD_DEFAULT, "PyUnicode_Type");
+    *(void **)&py.version = us_resolve_global("Py_GetVersion");
+    *(void **)&py.addr2line = us_resolve_global("PyCode_Addr2Line");
+    *(void **)&py.str_length = us_resolve_global("PyUnicode_GetLength");
+    *(void **)&py.str_char = us_resolve_global("PyUnicode_ReadChar");
+    py.code_type = us_resolve_global("PyCode_Type");
+    py.str_type = us_resolve_global("PyUnicode_Type");
     if (py.version == NULL || py.addr2line == NULL || py.str_length == NULL || py.str_char == NULL ||
         py.code_type == NULL || py.str_type == NULL || sizeof(void *) != 8)
         return;

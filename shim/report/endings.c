@@ -20,7 +20,7 @@
 #include "config.h"
 #include "findings_collect.h"
 #include "log.h"
-#include "real_driver.h"
+#include "resolve.h"
 #include "state.h"
 #include "thread.h"
 
@@ -49,8 +49,7 @@ US_ENDINGS_BEFORE_SANITIZERS us_sigaction_fn us_endings_real_sigaction(void)
 {
     us_sigaction_fn fn = atomic_load_explicit(&real_sigaction, memory_order_acquire);
     if (fn == NULL) {
-        us_dlsym_fn find = us_real_libc_dlsym();
-        fn = find != NULL ? (us_sigaction_fn)find(RTLD_NEXT, "sigaction") : NULL;
+        *(void **)&fn = us_resolve_next("sigaction");
         atomic_store_explicit(&real_sigaction, fn, memory_order_release);
     }
     return fn;

@@ -10,6 +10,7 @@
  * others), so it could not be loaded at run time; calling addr2line would
  * fork a process per object from an exit handler. */
 #include "srcline.h"
+#include "resolve.h"
 
 #include <dlfcn.h>
 #include <elf.h>
@@ -74,7 +75,7 @@ static bool loaded, tried;
 static int rereports;         /* modules loaded after the first map */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
-#define DW_SYM(field, name) (*(void **)&dw.field = dlsym(lib, name)) != NULL
+#define DW_SYM(field, name) (*(void **)&dw.field = us_resolve_in(lib, name)) != NULL
 
 /* Called with lock held. */
 static bool load(void)
@@ -82,12 +83,12 @@ static bool load(void)
     if (tried)
         return loaded;
     tried = true;
-    void *lib = dlopen("libdw.so.1", RTLD_NOW | RTLD_LOCAL);
+    void *lib = us_resolve_load("libdw.so.1");
     if (lib == NULL)
         return false;
-    callbacks.find_elf = dlsym(lib, "dwfl_linux_proc_find_elf");
-    *(void **)&standard_find_debuginfo = dlsym(lib, "dwfl_standard_find_debuginfo");
-    *(void **)&build_id_find_debuginfo = dlsym(lib, "dwfl_build_id_find_debuginfo");
+    callbacks.find_elf = us_resolve_in(lib, "dwfl_linux_proc_find_elf");
+    *(void **)&standard_find_debuginfo = us_resolve_in(lib, "dwfl_standard_find_debuginfo");
+    *(void **)&build_id_find_debuginfo = us_resolve_in(lib, "dwfl_build_id_find_debuginfo");
     callbacks.find_debuginfo = (void *)local_find_debuginfo;
     bool ok = callbacks.find_elf != NULL && standard_find_debuginfo != NULL && build_id_find_debuginfo != NULL &&
               DW_SYM(begin, "dwfl_begin") &&

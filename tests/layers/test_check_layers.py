@@ -1,5 +1,7 @@
 """tools/check-layers: the shim's tree passes, and a tree with an upward
-include or a loop fails, naming it."""
+include or a loop fails, naming it; with --objects, the built shim's objects
+pass (BUILD, when set) and objects with an upward call, or a loader call
+outside base/resolve, fail."""
 import os
 import subprocess
 import sys
@@ -60,6 +62,57 @@ class CheckLayers(unittest.TestCase):
         r = run(tree({'core/a.c': ''}))
         self.assertEqual(r.returncode, 1)
         self.assertIn('shim/core/: not a layer', r.stdout)
+
+
+def objects(sources):
+    """Objects compiled from {"layer/name": C text} in a temporary folder."""
+    top = tempfile.mkdtemp()
+    for name, text in sources.items():
+        os.makedirs(os.path.join(top, os.path.dirname(name)), exist_ok=True)
+        src = os.path.join(top, name + '.c')
+        with open(src, 'w') as f:
+            f.write(text)
+        subprocess.run(['cc', '-c', src, '-o', os.path.join(top, name + '.o')], check=True)
+    return top
+
+
+class CheckObjects(unittest.TestCase):
+    EMPTY = tree({'base/a.c': ''})  # the include check passes on it
+
+    def run_objects(self, objs):
+        return subprocess.run([sys.executable, TOOL, self.EMPTY, '--objects', objs], capture_output=True, text=True)
+
+    @unittest.skipUnless(os.environ.get('BUILD'), 'BUILD not set: the built shim is not checked')
+    def test_the_built_shim_calls_no_higher_layer(self):
+        objs = os.path.join(os.environ['BUILD'], 'shim')
+        r = subprocess.run([sys.executable, TOOL, os.path.join(ROOT, 'shim'), '--objects', objs],
+                           capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+
+    def test_a_call_downward_passes(self):
+        r = self.run_objects(objects({'base/a': 'int low(void) { return 1; }',
+                                      'fix/b': 'int low(void); int high(void) { return low(); }'}))
+        self.assertEqual(r.returncode, 0, r.stdout)
+
+    def test_an_upward_call_fails(self):
+        r = self.run_objects(objects({'base/a': 'int high(void); int low(void) { return high(); }',
+                                      'fix/b': 'int high(void) { return 2; }'}))
+        self.assertEqual(r.returncode, 1)
+        self.assertIn('shim/base/a.c: calls high of the higher layer fix (shim/fix/b.c)', r.stdout)
+
+    def test_dlsym_by_name_binds_to_the_interposed_one(self):
+        r = self.run_objects(objects({
+            'base/real': '#include <dlfcn.h>\nvoid *f(void) { return dlsym(RTLD_NEXT, "x"); }',
+            'entry_driver/dlsym': 'void *dlsym(void *h, const char *n) { (void)h; (void)n; return 0; }'}))
+        self.assertEqual(r.returncode, 1)
+        self.assertIn('shim/base/real.c: refers to dlsym; only shim/base/resolve.c may', r.stdout)
+
+    def test_only_resolve_loads(self):
+        src = '#include <dlfcn.h>\nvoid *f(void) { return dlopen("x", RTLD_NOW); }'
+        self.assertEqual(self.run_objects(objects({'base/resolve': src})).returncode, 0)
+        r = self.run_objects(objects({'report/srcline': src}))
+        self.assertEqual(r.returncode, 1)
+        self.assertIn('shim/report/srcline.c: refers to dlopen', r.stdout)
 
 
 if __name__ == '__main__':
