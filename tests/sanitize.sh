@@ -16,6 +16,8 @@
 #   paths that allocate, free and hand memory between threads); under TSan
 #   the unit suites and the random-copy stress (every pipeline, lane and
 #   host-copy thread at once, racing)
+# Environment: SAN_SUITES  when set, only these suites (shell patterns, as
+#   ONLY_SUITES of tests/run-all.sh) in either scope: SAN_SUITES=conformance-shim-1dev
 # Environment: SAN_SCENARIO_MODES  the scenario modes run under a sanitizer
 #   (default "native shim" under ASan, "shim" under TSan: the pass-through
 #   modes fix0 and disabled run the same code paths as native plus the shim's
@@ -88,6 +90,7 @@ for san in $sanitizers; do
             tsan) ONLY_SUITES="test_* stress" ;;
         esac
     fi
+    [ -n "${SAN_SUITES:-}" ] && ONLY_SUITES=$SAN_SUITES
     export ONLY_SUITES
     out=$(sh tests/run-all.sh "$build")
     rc=$?

@@ -12,8 +12,9 @@ bin=${1:?usage: run.sh BIN_DIR}
 here=$(cd "$(dirname "$0")" && pwd)
 passed=0 failed=0 skipped=0
 pre=""
-# a sanitizer's runtime first where tests/sanitize.sh runs the suite (SAN_PRELOAD)
-[ -n "$CONFORM_SHIM" ] && pre="LD_PRELOAD=${SAN_PRELOAD:+$SAN_PRELOAD }$CONFORM_SHIM"
+# a sanitizer's runtime first where tests/sanitize.sh runs the suite
+# (SAN_PRELOAD; ':' between them, since $pre is split into words below)
+[ -n "$CONFORM_SHIM" ] && pre="LD_PRELOAD=${SAN_PRELOAD:+$SAN_PRELOAD:}$CONFORM_SHIM"
 tab=$(printf '\t')
 err=$(mktemp) || exit 1
 trap 'rm -f "$err"' EXIT
