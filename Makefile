@@ -52,7 +52,6 @@ CORE_OBJ  := $(CORE_SRC:%.c=$(BUILD)/%.o)
 ENTRY_OBJ := $(ENTRY_SRC:%.c=$(BUILD)/%.o)
 SHIM      := $(BUILD)/libunstall.so
 CORE_LIB  := $(BUILD)/libunstall_core.a
-UNWIND_COPY := $(BUILD)/unstall/.bundled
 
 FAKE_SRC  := $(wildcard tests/fakecuda/*.c)
 FAKE_OBJ  := $(FAKE_SRC:%.c=$(BUILD)/%.o)
@@ -98,7 +97,7 @@ STRESS_DEPS := $(STRESS_SRC) tests/stress/stress_kernels.h
 .PHONY: all shim fakecuda scenarios check unit demo gpu-test bench compat compat-progs deps clean docs test-bins sanitize-bins sanitize
 all: shim fakecuda scenarios
 
-shim: $(SHIM) $(UNWIND_COPY)
+shim: $(SHIM)
 fakecuda: $(FAKE_LIB) $(FAKE_DIR)/libcudart_static.a
 scenarios: $(SCN_BIN)
 
@@ -119,12 +118,6 @@ $(BUILD)/shim/%.o: shim/%.c $(BUILD)/shim/%.d | deps-checked
 $(SHIM): $(CORE_OBJ) $(ENTRY_OBJ)
 	$(CC) -shared $(SAN_FLAGS) -o $@ $^ -ldl -pthread -Wl,--no-undefined -Wl,-z,defs -Wl,-z,now -Wl,-z,relro
 	@! readelf -d $@ | grep -q 'NEEDED.*libcudart' || (echo "error: $@ must not link libcudart" && rm -f $@ && false)
-
-# the build machine's libunwind beside the shim, where it looks first
-# (tools/bundle-unwind.sh: a carried build folder keeps fast call-site capture)
-$(UNWIND_COPY): tools/bundle-unwind.sh
-	@sh tools/bundle-unwind.sh $(dir $@) $(CC)
-	@touch $@
 
 $(CORE_LIB): $(CORE_OBJ)
 	rm -f $@ && ar rcs $@ $^ # afresh: ar keeps members whose source is gone

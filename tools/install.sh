@@ -5,7 +5,6 @@
 #
 #   PREFIX/bin/unstall, unstall-report, unstall-compare, p2pcheck
 #   PREFIX/lib/libunstall.so
-#   PREFIX/lib/unstall/libunwind.so.8       (when the build bundled it: tools/bundle-unwind.sh)
 #   PREFIX/libexec/unstall/p2pcheck-probe   (when it was built: make p2pcheck)
 #   PREFIX/share/unstall/config/*.conf      (unstall --profile NAME, --strict)
 #   PREFIX/share/unstall/python/*.py        (option pin_dataloader: the
@@ -35,6 +34,7 @@ tools="unstall unstall-report unstall-compare p2pcheck"
 
 if [ "$action" = uninstall ]; then
     for t in $tools; do rm -f "$destdir$bindir/$t"; done
+    # (lib/unstall/libunwind.so.8: the libunwind copy earlier builds installed)
     rm -f "$destdir$libdir/libunstall.so" "$destdir$libdir/unstall/libunwind.so.8" "$destdir$libexecdir/p2pcheck-probe"
     for c in "$top"/config/*.conf; do rm -f "$destdir$confdir/$(basename "$c")"; done
     for p in "$here"/python/*.py; do rm -f "$destdir$pydir/$(basename "$p")"; done
@@ -54,11 +54,6 @@ probe=""
 
 mkdir -p "$destdir$bindir" "$destdir$libdir" "$destdir$confdir" "$destdir$pydir"
 install -m 0755 "$build/libunstall.so" "$destdir$libdir/libunstall.so"
-# libunwind beside it, where the shim looks first (shim/report/unwinder.c)
-if [ -f "$build/unstall/libunwind.so.8" ]; then
-    mkdir -p "$destdir$libdir/unstall"
-    install -m 0644 "$build/unstall/libunwind.so.8" "$destdir$libdir/unstall/libunwind.so.8"
-fi
 for c in "$top"/config/*.conf; do install -m 0644 "$c" "$destdir$confdir/"; done
 for p in "$here"/python/*.py; do install -m 0644 "$p" "$destdir$pydir/"; done
 install -m 0644 "$here/unstall_html.py" "$destdir$pydir/"

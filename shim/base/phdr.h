@@ -1,5 +1,5 @@
 /* phdr.h - what a loaded object's program headers say, for the shim's own
- * walks over dl_iterate_phdr (prefault.c, unwinder.c). */
+ * walks over dl_iterate_phdr (prefault.c). */
 #ifndef UNSTALL_PHDR_H
 #define UNSTALL_PHDR_H
 

@@ -43,9 +43,9 @@ struct copy_site {
 };
 
 /* Inlined, as copy_run is into us_copy_run: the unwinder's first walk
- * through a return address it has not met cost 2.5-3 us (libunwind read
- * the tables with signals blocked, a dozen system calls; 0.8 us since the
- * bundled copy skips that masking: unwinder.c), and a process's
+ * through a return address it has not met costs 2.5-3 us on an H200 host
+ * (libunwind reads the tables with signals blocked, a dozen system calls:
+ * unwinder.c), and a process's
  * first copy met five, four of them the shim's own. A frame less on the
  * path is an address less to meet: the first 4 B H2D's walk took 13-14 us
  * on an H200 host (tools/bench/firstcall.sh). */

@@ -10,8 +10,8 @@
  * instruction stores it just below the caller's frame (at the callee's
  * canonical frame address less 8). The memo keeps, for each return address
  * from the capture's caller up to the last frame the site keeps, the slot it
- * sits in (learnt with a second walk, libunwind's step by step one, which
- * says each frame's stack pointer: unwinder.h). A later capture from the same frame (the same
+ * sits in (learnt with a second walk, libgcc_s's, which says each frame's
+ * canonical frame address: unwinder.h). A later capture from the same frame (the same
  * stack pointer in the capture, the same caller) whose slots still hold the
  * same return addresses has the same frames: each frame is laid out by the
  * function its return address is in, so the first frame that differs puts
@@ -26,8 +26,8 @@
  * and the stack's top (pthread_getattr_np): a capture on another stack (a
  * signal's alternate stack, a coroutine's) walks every time. A key is learnt
  * the second time it misses, so a call site met once costs no second walk.
- * x86-64 with libunwind only (elsewhere, and with backtrace(3), every capture
- * walks). */
+ * x86-64 with libgcc_s only (elsewhere, and where only backtrace(3) is
+ * there, every capture walks). */
 #ifndef UNSTALL_WALKMEMO_H
 #define UNSTALL_WALKMEMO_H
 

@@ -207,9 +207,6 @@ else
             share/unstall/python/sitecustomize.py share/unstall/python/unstall_pin_dataloader.py; do
             [ -f "$prefix/$f" ] || missing="$missing $f"
         done
-        # libunwind travels with the library where the build bundled it
-        [ ! -f "$build/unstall/libunwind.so.8" ] || [ -f "$prefix/lib/unstall/libunwind.so.8" ] ||
-            missing="$missing lib/unstall/libunwind.so.8"
         if [ -z "$missing" ]; then pass install_puts_every_file; else fail install_puts_every_file "missing:$missing"; fi
     else
         fail install_puts_every_file "make install failed: $(tail -3 "$work/install.out")"
@@ -222,20 +219,16 @@ else
         "unstall "*"library: $prefix/lib/libunstall.so") pass installed_launcher_finds_its_library ;;
         *) fail installed_launcher_finds_its_library "$out" ;;
     esac
-    # ... whose library captures call sites with the libunwind installed beside
-    # it, a private copy (the build bundles the build machine's under a soname of its own,
-    # tools/bundle-unwind.sh, and the library turns its signal masking off)
-    if [ -f "$build/unstall/libunwind.so.8" ]; then
-        out=$(cd / && env -u LD_LIBRARY_PATH UNSTALL_LOG_LEVEL=info "$prefix/bin/unstall" \
-            "$build/scenarios/case_b_pageable_h2d" held_small 2>&1)
-        case "$out" in
-            *"captured with libunwind ($prefix/lib/unstall/libunwind.so.8, a private copy: its signal masking off)"*)
-                pass installed_library_uses_bundled_libunwind ;;
-            *) fail installed_library_uses_bundled_libunwind "$(printf '%s' "$out" | grep -i unwind | head -2)" ;;
-        esac
-    else
-        pass "installed_library_uses_bundled_libunwind (none bundled: this machine has no libunwind.so.8)"
-    fi
+    # ... whose library captures call sites with an unwinder as the system
+    # ships it (libunwind.so.8, else libgcc_s): nothing installed beside it
+    out=$(cd / && env -u LD_LIBRARY_PATH UNSTALL_LOG_LEVEL=info "$prefix/bin/unstall" \
+        "$build/scenarios/case_b_pageable_h2d" held_small 2>&1)
+    case "$out" in
+        *"captured with libunwind (libunwind.so.8)"* | *"captured with libgcc_s's _Unwind_Backtrace"*)
+            if [ -e "$prefix/lib/unstall" ]; then fail installed_library_uses_the_system_unwinder "lib/unstall installed"
+            else pass installed_library_uses_the_system_unwinder; fi ;;
+        *) fail installed_library_uses_the_system_unwinder "$(printf '%s' "$out" | grep -i -e unwind -e backtrace | head -2)" ;;
+    esac
     # ... runs a simulated-runtime program with a profile and a JSON report,
     # which the installed report tool renders
     out=$(cd / && env -u LD_LIBRARY_PATH "$prefix/bin/unstall" --profile pytorch --report "$work/installed.json" \
@@ -264,45 +257,6 @@ else
     make --no-print-directory -s -C "$root" uninstall BUILD="$build" PREFIX="$prefix" >"$work/uninstall.out" 2>&1
     left=$(find "$prefix" -type f 2>/dev/null)
     if [ -z "$left" ]; then pass uninstall_removes_every_file; else fail uninstall_removes_every_file "left: $left"; fi
-fi
-
-# --- tools/bundle-unwind.sh: the copy beside the shim, under a soname of its own -
-if [ "$target" = fake ]; then
-    bundle="$root/tools/bundle-unwind.sh"
-    found=$(${CC:-cc} -print-file-name=libunwind.so.8 2>/dev/null)
-    if [ -f "$found" ] && command -v readelf >/dev/null 2>&1; then
-        before=$(cksum <"$found")
-        sh "$bundle" "$work/bundle1" >"$work/bundle1.out" 2>&1
-        soname=$(readelf -d "$work/bundle1/libunwind.so.8" 2>/dev/null | grep SONAME)
-        case "$soname" in
-            *"[libunwind-us.8]"*) pass bundle_unwind_gives_the_copy_its_own_soname ;;
-            *) fail bundle_unwind_gives_the_copy_its_own_soname "$soname $(cat "$work/bundle1.out")" ;;
-        esac
-        # the same size, 14 bytes apart at most, and the machine's own file untouched
-        differ=$(cmp -l "$found" "$work/bundle1/libunwind.so.8" 2>&1 | wc -l)
-        if [ "$(cksum <"$found")" = "$before" ] && [ "$differ" -ge 1 ] && [ "$differ" -le 14 ] &&
-            [ "$(wc -c <"$found")" = "$(wc -c <"$work/bundle1/libunwind.so.8")" ]; then
-            pass bundle_unwind_patches_the_copy_only
-        else fail bundle_unwind_patches_the_copy_only "$differ bytes differ"; fi
-    else
-        pass "bundle_unwind_gives_the_copy_its_own_soname (this machine has no libunwind.so.8 or readelf)"
-    fi
-    # a library without the soname: copied as it is, and said so
-    printf '#!/bin/sh\necho %s\n' "$fake/libcudart.so.13" >"$work/cc_other"
-    sh "$bundle" "$work/bundle2" "sh $work/cc_other" >"$work/bundle2.out" 2>&1
-    if cmp -s "$fake/libcudart.so.13" "$work/bundle2/libunwind.so.8" && grep -q "not found once" "$work/bundle2.out"; then
-        pass bundle_unwind_copies_as_it_is_without_the_soname
-    else fail bundle_unwind_copies_as_it_is_without_the_soname "$(cat "$work/bundle2.out")"; fi
-    # nothing on this machine: a copy already there stays (a build folder carried to a GPU machine)
-    printf '#!/bin/sh\necho libunwind.so.8\n' >"$work/cc_none"
-    sh "$bundle" "$work/bundle2" "sh $work/cc_none" >"$work/bundle3.out" 2>&1
-    if [ -f "$work/bundle2/libunwind.so.8" ] && grep -q "stays" "$work/bundle3.out"; then
-        pass bundle_unwind_keeps_a_carried_copy
-    else fail bundle_unwind_keeps_a_carried_copy "$(cat "$work/bundle3.out")"; fi
-    sh "$bundle" "$work/bundle4" "sh $work/cc_none" >"$work/bundle4.out" 2>&1
-    rc=$?
-    if [ "$rc" -eq 0 ] && [ ! -e "$work/bundle4/libunwind.so.8" ]; then pass bundle_unwind_none_is_no_error
-    else fail bundle_unwind_none_is_no_error "$(cat "$work/bundle4.out")"; fi
 fi
 
 echo "launcher: $passed passed, $failed failed"

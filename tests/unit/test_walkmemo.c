@@ -51,8 +51,8 @@ __attribute__((noipa)) static void via_b(struct us_site *site)
     __asm__ volatile("" ::: "memory");
 }
 
-/* learning needs libunwind's step by step walk: under ThreadSanitizer the
- * shim walks with backtrace(3), and every capture walks */
+/* learning needs libgcc_s's walk (each frame's stack address): where only
+ * backtrace(3) is there, every capture walks */
 static bool memo_expected(void)
 {
 #if defined(__x86_64__)

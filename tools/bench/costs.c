@@ -1,8 +1,8 @@
 /* costs.c - what the shim's own building blocks cost on this CPU, no GPU
  * needed (make bench-costs): a finding (call-site capture, then recording),
- * a walk through a return address the unwinder has not met (the bundled
- * private libunwind, its signal masking off, against the system's copy,
- * masking on), a pointer-table lookup (hit and miss), and the multi-threaded host copy
+ * a walk through a return address the unwinder has not met and a known walk
+ * (libunwind as the system ships it, its signal masking on, against
+ * libgcc_s's _Unwind_Backtrace), a pointer-table lookup (hit and miss), and the multi-threaded host copy
  * (GB/s by thread count). Linked against the core library, as the unit tests
  * are, but measures instead of asserting: the figures vary with the machine
  * and its load, so they are printed for a person, never judged by a test.
@@ -25,8 +25,6 @@
 #include "prefault.h"
 #include "ptrtable.h"
 #include "unwinder.h"
-
-#include "bundled_unwind.h"
 
 static double now_ns(void)
 {
@@ -110,8 +108,8 @@ static void finding_costs(void)
 
 /* --- the unwinder's first walk through a return address ----------------------------- */
 
-/* Each walker's return address is met once per libunwind copy (each copy
- * has its own cache): a walk through one new address. */
+/* Each walker's return address is met once per unwinder (libunwind's cache
+ * is its own): a walk through one new address. */
 #define WALKER(k)                                                  \
     __attribute__((noinline)) static int walker_##k(void **frames) \
     {                                                              \
@@ -141,14 +139,15 @@ static void new_address_walks(double *new_ns, double *known_ns)
 
 static const char *const unwinder_names[] = {
     [US_UNWINDER_BACKTRACE] = "backtrace(3)",
+    [US_UNWINDER_LIBGCC] = "libgcc_s _Unwind_Backtrace",
     [US_UNWINDER_LIBUNWIND] = "libunwind, signal masking on",
-    [US_UNWINDER_LIBUNWIND_PRIVATE] = "private libunwind, signal masking off",
 };
 
-/* One copy's figures: the bundled copy at `bundled`, or (NULL) the system's. */
-static void unwind_costs(const char *bundled)
+/* One unwinder's figures: `kind` where it loads (the next in the shim's
+ * order otherwise, which the line names). */
+static void unwind_costs(enum us_unwinder_kind kind)
 {
-    us_unwinder_choose_from(bundled);
+    us_unwinder_prefer(kind);
     double new_ns, known_ns;
     new_address_walks(&new_ns, &known_ns);
     printf("costs: unwind.new_address %.0f ns, known %.0f ns (%s)\n", new_ns, known_ns,
@@ -279,14 +278,9 @@ int main(int argc, char **argv)
     size_t mib = argc > 1 ? strtoul(argv[1], NULL, 10) : 256;
     us_config_load(&config, NULL, NULL, NULL, NULL);
     use_config();
-    /* the copy the shim loads, chosen here as the shim would choose it */
-    char path[PATH_MAX];
-    const char *bundled = us_bundled_unwind_path(path, sizeof path);
-    us_unwinder_choose_from(bundled);
-    finding_costs();
-    if (bundled != NULL)
-        unwind_costs(bundled);
-    unwind_costs(NULL);
+    finding_costs(); /* with the unwinder the shim chooses */
+    unwind_costs(US_UNWINDER_LIBUNWIND);
+    unwind_costs(US_UNWINDER_LIBGCC);
     ptrtable_costs();
     hostcopy_costs(mib ? mib : 256);
     return 0;

@@ -6,7 +6,6 @@ The wheel (make wheel) carries them inside this package:
     unstall/bin/unstall-report, unstall-compare (and the report's helper modules)
     unstall/bin/python/              the pin_dataloader sitecustomize (tools/python)
     unstall/lib/libunstall.so        found by the launcher as $top/lib/libunstall.so
-    unstall/lib/unstall/libunwind.so.8   where the shim looks first (tools/bundle-unwind.sh)
     unstall/config/*.conf            the launcher's --profile, --strict
     unstall/VERSION                  the launcher's --version
 
