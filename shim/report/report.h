@@ -135,6 +135,9 @@ enum us_report_save_result us_report_save(const char *path, const char *text, en
 char *us_report_bytes(uint64_t bytes, char *out, size_t size);
 char *us_report_time(uint64_t ns, char *out, size_t size);
 
+/* "SIGTERM", or "signal N" where the C library has no name for it. */
+const char *us_report_signal_name(int sig, char *out, size_t size);
+
 /* "exit", "signal", "snapshot" */
 const char *us_report_end_name(enum us_report_end_how how);
 
