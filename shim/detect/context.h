@@ -1,12 +1,8 @@
-/* context.h - which CUDA context a call is issued from, for the rule that
- * depends on it (busy_engine_d2d, case D): a same-device copy runs
- * as a kernel, and when another context of the device holds the compute
- * engine it waits for a time slice (2 ms by default).
- *
- * Asks the driver (libcuda, loaded by the runtime; the shim neither loads
- * nor links it): the calling thread's current context, and the device's
- * primary context, remembered per device once it is active. A copy pays one
- * cuCtxGetCurrent. Anything unknown answers "does not compete". */
+/* context.h - the contexts the shim works in: a table with an entry per
+ * context it has met, which keys the resources it makes there, and the
+ * calling thread's current device, which the table answers. What the driver
+ * says of contexts (current, primary, push and pop, whether two compete for
+ * the compute engine) is context_driver.h. */
 #ifndef UNSTALL_CONTEXT_H
 #define UNSTALL_CONTEXT_H
 
@@ -15,28 +11,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-struct us_driver_api {
-    CUresult (*cuCtxGetCurrent)(CUcontext *pctx);
-    CUresult (*cuCtxSetCurrent)(CUcontext ctx);
-    CUresult (*cuCtxGetId)(CUcontext ctx, unsigned long long *id);
-    CUresult (*cuDeviceGet)(CUdevice *device, int ordinal);
-    CUresult (*cuDevicePrimaryCtxGetState)(CUdevice dev, unsigned int *flags, int *active);
-    CUresult (*cuDevicePrimaryCtxRetain)(CUcontext *pctx, CUdevice dev);
-    CUresult (*cuDevicePrimaryCtxRelease)(CUdevice dev);
-    CUresult (*cuCtxPushCurrent)(CUcontext ctx);
-    CUresult (*cuCtxPopCurrent)(CUcontext *pctx);
-    CUresult (*cuDeviceGetCount)(int *count);
-};
-
-/* True when the calling thread's current context is not the primary context
- * of `device` (a runtime ordinal) while that primary context is active: two
- * contexts share the device's compute engine. *context receives the current
- * context (NULL when unknown). */
-bool us_context_competes(int device, CUcontext *context);
-
-/* The calling thread's current context; NULL when none or unknown. One
- * cuCtxGetCurrent. */
-CUcontext us_context_current(void);
+#include "context_driver.h"
 
 /* The calling thread's current device (the runtime's ordinal), or -1: its
  * current context's, from the table below; cudaGetDevice's answer when no
@@ -48,19 +23,6 @@ CUcontext us_context_current(void);
  * host (every legacy-stream copy, launch and memset asks; tools/bench/probe.sh
  * times the steps). The driver is asked the device count once. */
 int us_current_device(void);
-
-/* Makes the primary context of `device` current on the calling thread until
- * us_context_leave_primary, when it is active: what the shim allocates
- * there lives as long as the runtime, while a context the program created
- * may be destroyed, and what was allocated in it with it. *pushed: whether
- * a push happened (false when it was current already). false: the primary
- * context is not active, or the driver cannot be asked; nothing pushed. */
-bool us_context_enter_primary(int device, bool *pushed);
-void us_context_leave_primary(bool pushed);
-
-/* Makes `ctx` current until us_context_leave_primary(*pushed) (the same
- * pop); *pushed false when it was current already. false: not pushed. */
-bool us_context_push(CUcontext ctx, bool *pushed);
 
 /* --- the contexts the shim works in ------------------------------------------
  *

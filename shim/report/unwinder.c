@@ -39,6 +39,7 @@
  * one) returns no frames. */
 #include "unwinder.h"
 #include "log.h"
+#include "resolve.h"
 
 #include <dlfcn.h>
 #include <execinfo.h>
@@ -88,12 +89,12 @@ static bool load_libgcc(void)
 {
     if (unwinder.gcc_loaded)
         return true;
-    void *lib = dlopen("libgcc_s.so.1", RTLD_NOW | RTLD_LOCAL);
+    void *lib = us_resolve_load("libgcc_s.so.1");
     if (lib == NULL)
         return false;
-    *(void **)&unwinder.gcc_backtrace = dlsym(lib, "_Unwind_Backtrace");
-    *(void **)&unwinder.gcc_ip = dlsym(lib, "_Unwind_GetIP");
-    *(void **)&unwinder.gcc_cfa = dlsym(lib, "_Unwind_GetCFA");
+    *(void **)&unwinder.gcc_backtrace = us_resolve_in(lib, "_Unwind_Backtrace");
+    *(void **)&unwinder.gcc_ip = us_resolve_in(lib, "_Unwind_GetIP");
+    *(void **)&unwinder.gcc_cfa = us_resolve_in(lib, "_Unwind_GetCFA");
     unwinder.gcc_loaded = unwinder.gcc_backtrace != NULL && unwinder.gcc_ip != NULL && unwinder.gcc_cfa != NULL;
     return unwinder.gcc_loaded;
 }
@@ -112,14 +113,14 @@ static void warm_libgcc(void)
 
 static walk_fn load_libunwind(void)
 {
-    void *lib = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
+    void *lib = us_resolve_load("libunwind.so.8");
     if (lib == NULL)
         return NULL;
     walk_fn fast;
-    *(void **)&fast = dlsym(lib, "unw_backtrace");
+    *(void **)&fast = us_resolve_in(lib, "unw_backtrace");
     int (*set_caching)(void *, int);
-    *(void **)&set_caching = dlsym(lib, UNW_PREFIX "set_caching_policy");
-    void **space = dlsym(lib, UNW_PREFIX "local_addr_space");
+    *(void **)&set_caching = us_resolve_in(lib, UNW_PREFIX "set_caching_policy");
+    void **space = us_resolve_in(lib, UNW_PREFIX "local_addr_space");
     /* its public API, in the form libunwind.h gives it: the cache per
      * thread, so that walks on two threads share no lock */
     if (fast != NULL && set_caching != NULL && space != NULL)
@@ -135,7 +136,7 @@ static void choose_locked(void)
     /* Under ThreadSanitizer, libunwind's per-thread cache destructor runs at
      * thread exit after TSan tore the thread's state down, and crashes the
      * program (seen in make sanitize): libgcc_s there. */
-    bool tsan = dlsym(RTLD_DEFAULT, "__tsan_init") != NULL;
+    bool tsan = us_resolve_global("__tsan_init") != NULL;
     walk_fn fast = !tsan && (unwinder.first == US_UNWINDER_LIBUNWIND || !have_gcc) ? load_libunwind() : NULL;
     if (fast != NULL && unwinder.first != US_UNWINDER_BACKTRACE) {
         unwinder.kind = US_UNWINDER_LIBUNWIND;
