@@ -11,7 +11,7 @@ DEPS_INC  := $(wildcard .deps/include)
 # The shim's layers, lowest first (docs/architecture.md): a module includes
 # only headers of its own layer or a lower one (tools/check-layers checks it).
 # The entry layers (shim/entry*: the exported symbols) sit above them all.
-SHIM_LAYERS := base report detect fix chain
+SHIM_LAYERS := base model detect report fix chain
 # the one version string: the library (its log and reports), the launcher and the docs read VERSION
 UNSTALL_VERSION := $(shell cat VERSION 2>/dev/null || echo unknown)
 CPPFLAGS  += -D_GNU_SOURCE -I$(CUDA_HOME)/include $(addprefix -Ishim/,$(SHIM_LAYERS)) $(addprefix -I,$(DEPS_INC))

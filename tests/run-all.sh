@@ -88,7 +88,7 @@ if [ -x tests/conformance/run.sh ]; then
     suite conformance-shim env CONFORM_SHIM="$(cd "$build" && pwd)/libunstall.so" FAKECUDA_STAGED_HOLD=0 \
         UNSTALL_FIX_BUSY_D2D=0 sh tests/conformance/run.sh "$build/conformance/fake"
     # on one device, as on a one-GPU machine: the shim's current device then
-    # comes without a driver call (detect/context.c)
+    # comes without a driver call (model/context.c)
     suite conformance-shim-1dev env FAKECUDA_DEVICES=1 CONFORM_SHIM="$(cd "$build" && pwd)/libunstall.so" \
         FAKECUDA_STAGED_HOLD=0 UNSTALL_FIX_BUSY_D2D=0 sh tests/conformance/run.sh "$build/conformance/fake"
 fi

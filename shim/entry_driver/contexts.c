@@ -1,7 +1,7 @@
 /* contexts.c - cuCtxDestroy[_v2]: the end of a context the program made.
  *
  * The shim's lanes, slot events and timing events of a context belong to it
- * (detect/context.h). They are taken out of the lookups before the real
+ * (model/context.h). They are taken out of the lookups before the real
  * destroy, so that no copy (of a context made meanwhile, perhaps at the same
  * address) can find them, and forgotten after it without a call on any of
  * their handles: the destroy releases what lives in the context, and calling

@@ -8,7 +8,7 @@
  *
  *  - For SIGTERM, SIGINT, SIGHUP and SIGQUIT (option report_on_signal), the
  *    shim's handler stands in front of whatever the program sets, through
- *    the exported sigaction and signal (entry/signal.c): a handler the
+ *    the exported sigaction and signal (entry_runtime/signal.c): a handler the
  *    program installed, before the shim started or after, runs first, with
  *    its own flags and mask, and decides as natively. Where the program's
  *    action is the default one (the process ends), the handler only wakes the

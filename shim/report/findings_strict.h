@@ -25,7 +25,7 @@ bool us_findings_may_forbid(enum us_rule_id rule);
  * the first at a site), and into latest (terminated, cut to size) the latest
  * one as its message names it: "rule (severity) in api at site", "" before
  * the first. A harness in the program reads it through the export
- * unstall_strict_failures (entry/query.c). */
+ * unstall_strict_failures (entry_runtime/query.c). */
 uint64_t us_findings_forbidden_total(char *latest, size_t size);
 
 /* Forgets the count and the latest line (tests; us_findings_reset). */

@@ -146,7 +146,7 @@ def report(name, ok, why='', xfail=None):
 
 
 def parse_rules():
-    text = open(os.path.join(ROOT, 'shim/report/rules.def')).read()
+    text = open(os.path.join(ROOT, 'shim/base/rules.def')).read()
     return {m.group(1): m.group(2).lower() for m in re.finditer(r'^US_RULE\((\w+),\s*(\w+),', text, re.M)}
 
 

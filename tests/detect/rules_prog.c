@@ -1,5 +1,5 @@
 /* rules_prog.c - one situation per run, for the detection tests
- * (tests/detect/check.py): for every rule of shim/report/rules.def that the
+ * (tests/detect/check.py): for every rule of shim/base/rules.def that the
  * shim detects, a situation that should fire it and its clean twin that must
  * not (pinned memory, non-blocking streams, peer access enabled), plus a few
  * edge cases (check.py says which it expects to fail today, and why).

@@ -2,7 +2,7 @@
  * driver (cuMemHostRegister, the program linked against libcuda): the next
  * asynchronous D2H into it must be what CUDA makes of pinned memory, a copy
  * that returns at once, whatever the shim remembered of the page
- * (shim/detect/hostpages.h). With the driver layer on the shim sees the
+ * (shim/model/hostpages.h). With the driver layer on the shim sees the
  * registration; with it off (UNSTALL_DRIVER_LAYER=0) it does not, and the
  * D2H pipeline's second look at the memory must catch it.
  *

@@ -195,7 +195,7 @@ done
 # Memory met as pageable, then registered through the driver: the next D2H
 # into it returns while its stream is held, as a D2H into pinned memory does,
 # whether the shim saw the registration (the layer on) or had to find out
-# from the runtime (the layer off: said once); shim/detect/hostpages.h
+# from the runtime (the layer off: said once); shim/model/hostpages.h
 name=pin_unseen-native
 run "$name" ok "$work/pin_unseen" && pass "$name"
 name=pin_unseen-shim

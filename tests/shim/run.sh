@@ -54,7 +54,7 @@ else pass no_libcudart_needed; fi
 
 # and dlsym: the driver layer's door to libcuda (shim/entry_driver/dlsym.c),
 # sigaction and signal: the report's way through termination signals
-# (shim/entry/signal.c),
+# (shim/entry_runtime/signal.c),
 # and, for programs linked with -lcuda, exactly the libcuda functions the
 # driver layer wraps (copy.h's US_DRIVER_COPY_APIS, driver_layer.h's others
 # and its mapping functions)

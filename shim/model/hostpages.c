@@ -9,7 +9,7 @@
  * page only makes the spans finer than they need be).
  *
  * Who calls us_hostpages_mapping_changed: the runtime's allocation and
- * registration exports (entry/alloc.c) and the driver's functions that map
+ * registration exports (entry_runtime/alloc.c) and the driver's functions that map
  * memory at an address (entry_driver/mappings.c: pinned and managed
  * allocations, registrations, device allocations, virtual memory mappings,
  * IPC and pool imports), which a dynamic runtime's own allocations also go

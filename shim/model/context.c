@@ -200,7 +200,7 @@ static bool only_one_device(const struct us_driver_api *api)
  * context table answers, which asks the device once per context. Only where
  * the driver has cuCtxGetId: without it an entry cannot tell a context
  * destroyed unseen from a new one made at its address, perhaps on another
- * device, and the device of a new allocation (entry/alloc.c) must be right. */
+ * device, and the device of a new allocation (entry_runtime/alloc.c) must be right. */
 US_HOT int us_current_device(void)
 {
     if (only_one_device(us_context_driver()))
