@@ -67,7 +67,7 @@
  * a change at fork time (the writer mutex is free); otherwise it abandons
  * them (a bounded leak in a child that is about to exec). In the owning
  * process clear takes the locks like any writer. A child must clear the
- * table before using it (state.c does, from pthread_atfork). */
+ * table before using it (state.c does, in its fork hook: lifecycle.h). */
 #include "ptrtable.h"
 #include "hot.h"
 

@@ -44,11 +44,6 @@ static inline bool us_passthrough(void)
 static inline void us_state_enter(void) { us_state_depth++; }
 static inline void us_state_leave(void) { us_state_depth--; }
 
-/* The one function a higher layer runs at the shim's start, once the
- * configuration is loaded and only when the shim is active (the report layer
- * registers it from a constructor: base calls nothing above it). */
-void us_state_set_start_hook(void (*hook)(void));
-
 /* Whether any hook was reached (the report says so when none was: a program
  * that links the runtime statically is invisible to a runtime-layer preload).
  * A read before the one write keeps the cache line shared. */

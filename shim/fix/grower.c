@@ -15,6 +15,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "lifecycle.h"
 #include "log.h"
 #include "real.h"
 #include "state.h"
@@ -86,7 +87,7 @@ static void after_fork_child(void)
 
 static void register_atfork(void)
 {
-    pthread_atfork(NULL, NULL, after_fork_child);
+    us_lifecycle_on_fork_child(after_fork_child);
 }
 
 /* The runtime may be unloading once exit has begun (contract.md §8): a request

@@ -25,6 +25,7 @@
 #include <sys/prctl.h>
 
 #include "config.h"
+#include "lifecycle.h"
 #include "log.h"
 #include "probe.h"
 #include "state.h"
@@ -90,7 +91,7 @@ static void after_fork_child(void)
 
 static void register_atfork(void)
 {
-    pthread_atfork(NULL, NULL, after_fork_child);
+    us_lifecycle_on_fork_child(after_fork_child);
 }
 
 unsigned us_hostcopy_workers(void)

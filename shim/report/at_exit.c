@@ -7,6 +7,7 @@
 #include "endings.h"
 #include "findings.h"
 #include "hang.h"
+#include "lifecycle.h"
 #include "log.h"
 #include "resolve.h"
 #include "state.h"
@@ -23,7 +24,7 @@ static void start_findings(void)
     us_hang_start();
 }
 
-__attribute__((constructor)) static void register_start(void) { us_state_set_start_hook(start_findings); }
+__attribute__((constructor)) static void register_start(void) { us_lifecycle_on_start(start_findings); }
 
 /* The report at exit. Calls no CUDA function: the runtime may already be
  * unloading (contract.md §8). Nothing to report when the shim never started, was

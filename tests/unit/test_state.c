@@ -13,6 +13,7 @@
 
 #include "summary.h"
 
+#include "lifecycle.h"
 #include "state.h"
 
 /* The start maps in the shim's own data (prefault.h): a page of .bss that
@@ -56,7 +57,7 @@ static void start_hook_reenters(void)
 static void test_state_reentry_during_the_start_passes_through(void **state)
 {
     (void)state;
-    us_state_set_start_hook(start_hook_reenters);
+    us_lifecycle_on_start(start_hook_reenters);
     alarm(10);
     assert_false(us_passthrough()); /* starts the shim, which runs the hook */
     alarm(0);
