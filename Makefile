@@ -114,8 +114,8 @@ $(BUILD)/shim/%.o: shim/%.c $(BUILD)/shim/%.d | deps-checked
 # -z now: the loader binds every function the shim imports when it loads
 # the shim, not at each one's first call. Bound lazily, a process's first
 # copy paid a symbol look-up (through every library the program loaded) for
-# each libc function its path met for the first time (docs/performance.md,
-# session 26).
+# each libc function its path met for the first time (tools/bench/firstcall.sh
+# measures a process's first copies).
 $(SHIM): $(CORE_OBJ) $(ENTRY_OBJ)
 	$(CC) -shared $(SAN_FLAGS) -o $@ $^ -ldl -pthread -Wl,--no-undefined -Wl,-z,defs -Wl,-z,now -Wl,-z,relro
 	@! readelf -d $@ | grep -q 'NEEDED.*libcudart' || (echo "error: $@ must not link libcudart" && rm -f $@ && false)
