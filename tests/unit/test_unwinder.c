@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -44,6 +45,17 @@ static int teardown(void **state)
     (void)state;
     us_unwinder_prefer(US_UNWINDER_LIBUNWIND); /* the shim's own order again */
     return 0;
+}
+
+/* Under a sanitizer (tests/sanitize.sh sets TEST_SANITIZER) the code is
+ * instrumented: functions grow, frames gain the instrumentation's spills, and
+ * libgcc_s finds no slots through ASan's and TSan's frames. The walks still
+ * run, and must return safely within their bounds (what the sanitizers are
+ * there to check); the exact frames and slots are judged in the plain build. */
+static bool sanitized(void)
+{
+    const char *san = getenv("TEST_SANITIZER");
+    return san != NULL && *san != '\0';
 }
 
 static bool under_tsan(void)
@@ -144,7 +156,8 @@ static void test_unwinder_first_frame_is_us_unwind(void **state)
         void *frames[8];
         assert_true(us_unwind(frames, 8) >= 2);
         assert_true((uintptr_t)frames[0] > (uintptr_t)&us_unwind);
-        assert_true((uintptr_t)frames[0] < (uintptr_t)&us_unwind + 512);
+        if (!sanitized())
+            assert_true((uintptr_t)frames[0] < (uintptr_t)&us_unwind + 512);
         assert_int_equal(us_unwind(frames, 0), 0);
     }
 }
@@ -173,6 +186,7 @@ struct in_stub {
     void *stub_ret;
     int slots_found;
     uintptr_t slot;
+    bool slot_held; /* read while the stub's frame is live: after it returns the slot is dead stack */
 };
 
 __attribute__((noinline, noclone)) static void inside_stub(struct in_stub *r)
@@ -180,6 +194,7 @@ __attribute__((noinline, noclone)) static void inside_stub(struct in_stub *r)
     r->stub_ret = __builtin_return_address(0);
     r->n = us_unwind(r->frames, 64);
     r->slots_found = us_unwind_slots(&r->stub_ret, 1, &r->slot);
+    r->slot_held = r->slots_found == 1 && *(void **)r->slot == r->stub_ret;
     __asm__ volatile("" ::: "memory");
 }
 
@@ -207,6 +222,8 @@ static void test_unwinder_code_without_cfi_ends_the_walk_safely(void **state)
         /* the walk came back: us_unwind, inside_stub, then the stub */
         assert_true(r.n >= 3);
         assert_true(r.n <= 64);
+        if (sanitized())
+            continue; /* returned safely; the frames are judged in the plain build */
         assert_ptr_equal(r.frames[2], r.stub_ret);
         assert_true((uintptr_t)r.stub_ret > (uintptr_t)code && (uintptr_t)r.stub_ret < (uintptr_t)code + sizeof stub_code);
         /* libgcc_s (backtrace(3) is libgcc_s too) ends at the frame it has
@@ -216,7 +233,7 @@ static void test_unwinder_code_without_cfi_ends_the_walk_safely(void **state)
         /* the slot of the return into the stub: the stub's frame is found
          * from inside_stub's tables, the only ones it needs */
         assert_int_equal(r.slots_found, 1);
-        assert_ptr_equal(*(void **)r.slot, r.stub_ret);
+        assert_true(r.slot_held);
     }
     munmap(code, (size_t)page);
     munmap(junk, (size_t)page);
@@ -258,6 +275,9 @@ static void test_unwinder_deep_stack_stops_at_the_limit(void **state)
         /* 16 asked, 16 given, of 5000 frames: us_unwind, the innermost
          * recursion, then returns into recursion, all from one call */
         assert_int_equal(deep_n, 16);
+        assert_int_equal(deep_site.depth, (int)defaults.callsite_depth);
+        if (sanitized())
+            continue;
         for (int i = 3; i < 16; i++)
             assert_ptr_equal(deep_frames[i], deep_frames[2]);
         assert_int_equal(deep_site.depth, (int)defaults.callsite_depth);
@@ -316,6 +336,10 @@ static void test_unwinder_slots_hold_the_return_addresses(void **state)
         memset(&s, 0, sizeof s);
         walk_then_slots(6, &s, false);
         assert_int_equal(s.n, 12);
+        if (sanitized()) {
+            assert_true(s.held && s.ascending); /* what it found, if anything, is right */
+            continue;
+        }
         /* all ten, from libgcc_s's walk whichever unwinder walked first,
          * each slot holding its return address, outward up the stack */
         assert_int_equal(s.found, 10);
