@@ -16,6 +16,7 @@ struct hooks {
 static pthread_mutex_t register_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct hooks start_hooks, fork_child_hooks;
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+_Atomic bool us_lifecycle_in_forked_child;
 
 static bool add(struct hooks *h, void (*fn)(void))
 {
@@ -39,6 +40,7 @@ static void run(struct hooks *h)
 
 static void in_fork_child(void)
 {
+    atomic_store_explicit(&us_lifecycle_in_forked_child, true, memory_order_relaxed);
     run(&fork_child_hooks);
 }
 
@@ -52,9 +54,14 @@ bool us_lifecycle_on_start(void (*fn)(void))
     return add(&start_hooks, fn);
 }
 
-bool us_lifecycle_on_fork_child(void (*fn)(void))
+void us_lifecycle_watch_forks(void)
 {
     pthread_once(&atfork_once, register_atfork);
+}
+
+bool us_lifecycle_on_fork_child(void (*fn)(void))
+{
+    us_lifecycle_watch_forks();
     return add(&fork_child_hooks, fn);
 }
 

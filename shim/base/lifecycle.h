@@ -15,11 +15,11 @@
  *   registered: the report layer's (call-site capture set up, the endings'
  *   thread and signal actions, the hang watchdog). Only when the shim is
  *   active (not disabled).
- * Fork, in the child: the fork hooks in the order registered: state.c's (the
- *   child passes through, CUDA being undefined in it until exec; the pointer
- *   table dropped), then the grower's and the host-copy workers' (their
- *   threads do not exist in the child), each registered when it first starts
- *   its thread. Nothing runs in the parent.
+ * Fork, in the child: us_lifecycle_in_forked_child is set, then the fork
+ *   hooks run in the order registered: state.c's (the child passes through,
+ *   CUDA being undefined in it until exec; the pointer table dropped). The
+ *   grower and the host-copy workers read the flag: their threads do not
+ *   exist in the child. Nothing runs in the parent.
  * Exit: the grower's atexit handler (registered when its thread starts) lets
  *   the allocation in progress finish and starts no other (fix/grower.c: the
  *   runtime may be unloading); the destructors then: the report at exit
@@ -38,6 +38,15 @@ _Bool us_lifecycle_on_start(void (*fn)(void));
 /* Run fn in the child of every later fork, after the hooks registered
  * before it. */
 _Bool us_lifecycle_on_fork_child(void (*fn)(void));
+
+/* True in the child of a fork made after the first us_lifecycle_watch_forks
+ * or us_lifecycle_on_fork_child (state.c calls it at the shim's start): the
+ * shim's threads do not exist there. One relaxed load for the hot paths. */
+extern _Atomic _Bool us_lifecycle_in_forked_child;
+
+/* Set us_lifecycle_in_forked_child in the child of every later fork (once;
+ * a module that starts threads calls it before its first). */
+void us_lifecycle_watch_forks(void);
 
 /* The start hooks, in order (state.c, at the start). */
 void us_lifecycle_run_start(void);

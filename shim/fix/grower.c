@@ -47,7 +47,6 @@ static struct {
     .idle = PTHREAD_COND_INITIALIZER,
 };
 
-static atomic_bool in_child;  /* after fork(): the thread does not exist here */
 static atomic_bool exiting;   /* the process is exiting: allocate nothing more */
 static atomic_ulong requests_done, slots_added;
 static atomic_uint copies_issuing; /* us_grower_yield_begin/_end */
@@ -77,18 +76,7 @@ static void yield_to_copies(void)
          waited += GROWER_YIELD_STEP_US)
         nanosleep(&step, NULL);
 }
-static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 static int logged_start, logged_set_device;
-
-static void after_fork_child(void)
-{
-    atomic_store(&in_child, true);
-}
-
-static void register_atfork(void)
-{
-    us_lifecycle_on_fork_child(after_fork_child);
-}
 
 /* The runtime may be unloading once exit has begun (contract.md §8): a request
  * in progress finishes its current allocation and starts no other. */
@@ -112,7 +100,7 @@ __attribute__((destructor)) static void grower_at_exit(void)
 static void grower_quiesce_at_exit(void)
 {
     atomic_store(&exiting, true);
-    if (atomic_load(&in_child))
+    if (atomic_load(&us_lifecycle_in_forked_child))
         return; /* a forked child has no grower thread, whatever its copy of the state says */
     struct timespec deadline;
     clock_gettime(CLOCK_REALTIME, &deadline);
@@ -193,7 +181,7 @@ static void *grower_main(void *arg)
 /* Under grower.mu: starts the thread. */
 static bool start_locked(void)
 {
-    pthread_once(&atfork_once, register_atfork);
+    us_lifecycle_watch_forks();
     if (atexit(grower_quiesce_at_exit) != 0)
         return false; /* without it an exit could crash the process: copies grow the pool themselves */
     int rc = us_thread_start(grower_main, NULL, GROWER_STACK_BYTES, "unstall-grow");
@@ -207,7 +195,7 @@ static bool start_locked(void)
 
 bool us_grower_request(const struct us_grower_pool *pool, int device, size_t slot_bytes, unsigned count)
 {
-    if (atomic_load(&in_child))
+    if (atomic_load(&us_lifecycle_in_forked_child))
         return false;
     if (count == 0)
         return true; /* nothing to add */

@@ -80,19 +80,7 @@ static _Atomic uint64_t last_done_ns; /* when a caller last saw its job done (0:
 static atomic_bool back_to_back; /* the newest job came within HC_WORKER_SPIN_NS of the one before it ending */
 static atomic_uint spins;        /* spins begun (tests) */
 static atomic_uint sleeping;     /* workers waiting on pool.work (changed under pool.mu) */
-static atomic_bool in_child;     /* after fork(): the pool does not exist here */
-static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 static int spawn_warned;
-
-static void after_fork_child(void)
-{
-    atomic_store(&in_child, true);
-}
-
-static void register_atfork(void)
-{
-    us_lifecycle_on_fork_child(after_fork_child);
-}
 
 unsigned us_hostcopy_workers(void)
 {
@@ -286,7 +274,7 @@ static unsigned ensure_workers(unsigned want)
     unsigned have = atomic_load(&workers);
     if (have >= want)
         return have;
-    pthread_once(&atfork_once, register_atfork);
+    us_lifecycle_watch_forks(); /* after a fork the pool does not exist in the child */
     pthread_mutex_lock(&pool.mu);
     if (pool.spawned < want && !pool.spawn_failed) {
         while (pool.spawned < want) {
@@ -312,7 +300,7 @@ static unsigned ensure_workers(unsigned want)
 void us_hostcopy_start(void)
 {
     unsigned threads = us_config()->copy_threads;
-    if (threads > 1 && !atomic_load(&in_child))
+    if (threads > 1 && !atomic_load(&us_lifecycle_in_forked_child))
         (void)ensure_workers(threads - 1);
 }
 
@@ -320,7 +308,7 @@ void us_hostcopy_start(void)
 static bool shared(size_t bytes, const struct us_config *cfg)
 {
     return bytes >= cfg->copy_thread_min && cfg->copy_threads > 1 && bytes >= 2 * (size_t)HC_PART_BYTES &&
-           !atomic_load(&in_child);
+           !atomic_load(&us_lifecycle_in_forked_child);
 }
 
 US_HOT void us_hostcopy_expect(size_t bytes)
