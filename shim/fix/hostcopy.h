@@ -5,7 +5,8 @@
  * A copy of at least option copy_thread_min bytes is split into parts that
  * the calling thread and a pool of worker threads copy together; option
  * copy_threads counts every thread on one copy, the caller included (1: the
- * caller alone, no pool). Smaller copies are a plain memcpy on the caller.
+ * caller alone, no pool; 0, the default: the CPUs the process may run on less
+ * two, 8 at least, 16 at most, us_hostcopy_auto_threads). Smaller copies are a plain memcpy on the caller.
  *
  * The pool starts on the first large copy, or earlier with us_hostcopy_start
  * (after the program's first device allocation: us_copy_warm). Its threads are detached and block
@@ -23,6 +24,10 @@
 /* memcpy(dst, src, bytes), on several threads when it is large; returns when
  * done. The ranges must not overlap (like memcpy). bytes 0: nothing. */
 void us_hostcopy(void *dst, const void *src, size_t bytes);
+
+/* The threads copy_threads=0 stands for in a process that may run on `cpus`
+ * CPUs: cpus - 2, 8 at least, 16 at most. */
+unsigned us_hostcopy_auto_threads(unsigned cpus);
 
 /* The same into a pinned slot that the GPU reads next (an H2D's chunk): the
  * stores bypass the cache (non-temporal, on x86-64), so the slot's lines are

@@ -159,6 +159,26 @@ static void test_hostcopy_pool(void **state)
     assert_int_equal(us_hostcopy_workers(), 3); /* copy_threads counts the caller */
 }
 
+/* copy_threads=0, the default: the CPUs less two, 8 at least, 16 at most
+ * (the pool counts the caller). The arithmetic at the edges, then a copy
+ * with the default is byte-exact and shares the work: the pool has at least
+ * the 7 workers of the floor. */
+static void test_hostcopy_default_threads_follow_the_cpus(void **state)
+{
+    (void)state;
+    assert_int_equal(defaults.copy_threads, 0);
+    assert_int_equal(us_hostcopy_auto_threads(1), 8);
+    assert_int_equal(us_hostcopy_auto_threads(2), 8);
+    assert_int_equal(us_hostcopy_auto_threads(10), 8);
+    assert_int_equal(us_hostcopy_auto_threads(11), 9);
+    assert_int_equal(us_hostcopy_auto_threads(16), 14);
+    assert_int_equal(us_hostcopy_auto_threads(18), 16);
+    assert_int_equal(us_hostcopy_auto_threads(256), 16);
+    set_threads(0, 4096);
+    check_copy((8u << 20) + 3, 1, 2, 77);
+    assert_true(us_hostcopy_workers() >= 7);
+}
+
 static void test_hostcopy_below_min_stays_on_caller(void **state)
 {
     (void)state;
@@ -431,6 +451,7 @@ int main(void)
         T(test_hostcopy_fresh_destination),
         T(test_hostcopy_below_min_stays_on_caller),
         T(test_hostcopy_many_threads),
+        T(test_hostcopy_default_threads_follow_the_cpus),
         T(test_hostcopy_concurrent_callers),
         T(test_hostcopy_workers_spin_between_back_to_back_copies),
         T(test_hostcopy_workers_sleep_after_lone_copies),
