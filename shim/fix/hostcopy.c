@@ -49,12 +49,16 @@
 #define HC_PART_ALIGN 4096u          /* part boundaries on page boundaries of the source offset */
 #define HC_STACK_BYTES (256u << 10)
 
+/* One job: one or more segments (us_hostcopy_segments), each cut into
+ * parts of its own size, numbered across the job in segment order, so that
+ * the parts of a segment are claimed before the next segment's. */
 struct hc_job {
-    char *dst;
-    const char *src;
-    size_t bytes;
+    const struct us_hostcopy_segment *seg;
+    unsigned nsegs;
+    const size_t *part_bytes;  /* per segment */
+    const unsigned *first_part; /* per segment, and the job's nparts after the last */
+    atomic_uint *seg_done;     /* per segment: its parts copied */
     bool streaming; /* into a pinned slot: stores that bypass the cache (copy_to_staging) */
-    size_t part_bytes;
     unsigned nparts;
     unsigned next;  /* next part to claim (under pool.mu) */
     atomic_uint done; /* parts copied: counted under pool.mu, read by the caller without it */
@@ -141,11 +145,22 @@ static void copy_range(char *dst, const char *src, size_t n, bool streaming)
         memcpy(dst, src, n);
 }
 
+/* The segment part `idx` belongs to (segments are few: a pipeline's slots). */
+static unsigned segment_of(const struct hc_job *job, unsigned idx)
+{
+    unsigned k = 0;
+    while (idx >= job->first_part[k + 1])
+        k++;
+    return k;
+}
+
 static void copy_part(struct hc_job *job, unsigned idx)
 {
-    size_t off = (size_t)idx * job->part_bytes;
-    size_t n = job->bytes - off < job->part_bytes ? job->bytes - off : job->part_bytes;
-    copy_range(job->dst + off, job->src + off, n, job->streaming);
+    unsigned k = segment_of(job, idx);
+    const struct us_hostcopy_segment *seg = &job->seg[k];
+    size_t off = (size_t)(idx - job->first_part[k]) * job->part_bytes[k];
+    size_t n = seg->bytes - off < job->part_bytes[k] ? seg->bytes - off : job->part_bytes[k];
+    copy_range((char *)seg->dst + off, (const char *)seg->src + off, n, job->streaming);
 }
 
 static void unlink_job_locked(struct hc_job *job)
@@ -170,11 +185,17 @@ static bool claim_locked(struct hc_job *job, unsigned *idx)
 }
 
 /* After the count reaches nparts the caller may return and its stack (the
- * job) be reused: nothing of the job is read after it. */
-static void part_done_locked(struct hc_job *job)
+ * job) be reused: nothing of the job is read after it. A segment's count
+ * goes first, then the job's. The caller may wait for any segment: every
+ * segment that completes wakes the callers. */
+static void part_done_locked(struct hc_job *job, unsigned idx)
 {
+    unsigned k = segment_of(job, idx);
+    unsigned seg_parts = job->first_part[k + 1] - job->first_part[k];
     unsigned nparts = job->nparts;
-    if (atomic_fetch_add_explicit(&job->done, 1, memory_order_release) + 1 == nparts)
+    bool segment_done = atomic_fetch_add_explicit(&job->seg_done[k], 1, memory_order_release) + 1 == seg_parts;
+    bool job_done = atomic_fetch_add_explicit(&job->done, 1, memory_order_release) + 1 == nparts;
+    if (segment_done || job_done)
         pthread_cond_broadcast(&pool.done);
 }
 
@@ -204,10 +225,22 @@ static bool spin_until(bool (*ready)(const void *arg), const void *arg, uint64_t
     }
 }
 
+struct segment_wait {
+    const struct hc_job *job;
+    unsigned k;
+};
+
 static bool all_done(const void *job)
 {
     const struct hc_job *j = job;
     return atomic_load_explicit(&j->done, memory_order_acquire) == j->nparts;
+}
+
+static bool segment_done(const void *arg)
+{
+    const struct segment_wait *w = arg;
+    return atomic_load_explicit(&w->job->seg_done[w->k], memory_order_acquire) ==
+           w->job->first_part[w->k + 1] - w->job->first_part[w->k];
 }
 
 /* How long a worker that copied a part of a job spins for the next job
@@ -261,7 +294,7 @@ static void *worker_main(void *arg)
         pthread_mutex_unlock(&pool.mu);
         copy_part(job, idx);
         pthread_mutex_lock(&pool.mu);
-        part_done_locked(job);
+        part_done_locked(job, idx);
     }
     return NULL;
 }
@@ -354,33 +387,80 @@ US_HOT void us_hostcopy_expect(size_t bytes)
     pthread_mutex_unlock(&pool.mu);
 }
 
-static void hostcopy(void *dst, const void *src, size_t bytes, bool streaming, size_t part_min)
+/* A segment's part size: parts of about HC_PART_BYTES on page boundaries;
+ * whole huge pages into memory whose pages are not in yet. */
+static size_t part_size(const struct us_hostcopy_segment *seg)
 {
-    if (bytes == 0)
-        return;
-    const struct us_config *cfg = us_config();
-    unsigned threads = copy_threads(cfg);
-    if (!shared(bytes, cfg)) {
-        copy_range(dst, src, bytes, streaming);
-        return;
-    }
-    unsigned helpers = ensure_workers(threads - 1);
-    if (helpers == 0) {
-        copy_range(dst, src, bytes, streaming);
-        return;
-    }
-    size_t nparts = (bytes + HC_PART_BYTES - 1) / HC_PART_BYTES;
-    size_t part = (bytes + nparts - 1) / nparts;
+    size_t nparts = (seg->bytes + HC_PART_BYTES - 1) / HC_PART_BYTES;
+    size_t part = nparts > 0 ? (seg->bytes + nparts - 1) / nparts : HC_PART_BYTES;
     part = (part + HC_PART_ALIGN - 1) / HC_PART_ALIGN * HC_PART_ALIGN;
-    if (part < part_min)
-        part = part_min;
+    return seg->fresh && part < US_HOSTCOPY_FRESH_PART ? US_HOSTCOPY_FRESH_PART : part;
+}
+
+/* The caller's wait for segment k's last parts: a spin, then the pool's
+ * condition. */
+static void wait_segment(const struct hc_job *job, unsigned k)
+{
+    struct segment_wait w = {job, k};
+    if (spin_until(segment_done, &w, HC_SPIN_NS))
+        return;
+    pthread_mutex_lock(&pool.mu);
+    while (!segment_done(&w))
+        pthread_cond_wait(&pool.done, &pool.mu);
+    pthread_mutex_unlock(&pool.mu);
+}
+
+/* Hands the caller's callback each segment whose bytes are all in, in
+ * order, from *next on; after a callback said stop, the rest are only
+ * counted. */
+static void hand_over_done(const struct hc_job *job, unsigned *next, bool *go_on, us_hostcopy_ready_fn ready,
+                           void *arg)
+{
+    for (; *next < job->nsegs; ++*next) {
+        struct segment_wait w = {job, *next};
+        if (!segment_done(&w))
+            return;
+        if (*go_on)
+            *go_on = ready(arg, *next);
+    }
+}
+
+static bool copy_segments(const struct us_hostcopy_segment *seg, unsigned nsegs, bool streaming,
+                          us_hostcopy_ready_fn ready, void *arg)
+{
+    size_t total = 0;
+    for (unsigned k = 0; k < nsegs; k++)
+        total += seg[k].bytes;
+    const struct us_config *cfg = us_config();
+    unsigned helpers = 0;
+    if (total > 0 && nsegs <= US_HOSTCOPY_MAX_SEGMENTS && shared(total, cfg))
+        helpers = ensure_workers(copy_threads(cfg) - 1);
+    if (helpers == 0) { /* one thread: each segment in turn */
+        bool go_on = true;
+        for (unsigned k = 0; k < nsegs && go_on; k++) {
+            copy_range(seg[k].dst, seg[k].src, seg[k].bytes, streaming);
+            if (ready != NULL)
+                go_on = ready(arg, k);
+        }
+        return go_on;
+    }
+    size_t part_bytes[US_HOSTCOPY_MAX_SEGMENTS];
+    unsigned first_part[US_HOSTCOPY_MAX_SEGMENTS + 1];
+    atomic_uint seg_done[US_HOSTCOPY_MAX_SEGMENTS];
+    first_part[0] = 0;
+    for (unsigned k = 0; k < nsegs; k++) {
+        part_bytes[k] = part_size(&seg[k]);
+        first_part[k + 1] = first_part[k] + (unsigned)((seg[k].bytes + part_bytes[k] - 1) / part_bytes[k]);
+        atomic_init(&seg_done[k], 0);
+    }
     struct hc_job job = {
-        .dst = dst,
-        .src = src,
-        .bytes = bytes,
+        .seg = seg,
+        .nsegs = nsegs,
+        .part_bytes = part_bytes,
+        .first_part = first_part,
+        .seg_done = seg_done,
         .streaming = streaming,
-        .part_bytes = part,
-        .nparts = (unsigned)((bytes + part - 1) / part),
+        .nparts = first_part[nsegs],
     };
 
     uint64_t before = atomic_load_explicit(&last_done_ns, memory_order_relaxed);
@@ -398,15 +478,28 @@ static void hostcopy(void *dst, const void *src, size_t bytes, bool streaming, s
         for (unsigned i = 0; i + 1 < job.nparts; i++)
             pthread_cond_signal(&pool.work);
     US_PROBE_STAMP(workers_woken);
-    unsigned idx;
+    unsigned idx, next = 0;
+    bool go_on = true;
     while (claim_locked(&job, &idx)) {
         pthread_mutex_unlock(&pool.mu);
         copy_part(&job, idx);
         pthread_mutex_lock(&pool.mu);
-        part_done_locked(&job);
+        part_done_locked(&job, idx);
+        if (ready != NULL) { /* a segment done: the caller's work on it overlaps the rest of the copy */
+            pthread_mutex_unlock(&pool.mu);
+            hand_over_done(&job, &next, &go_on, ready, arg);
+            pthread_mutex_lock(&pool.mu);
+        }
     }
     pthread_mutex_unlock(&pool.mu);
     US_PROBE_STAMP(own_parts_done);
+    for (; next < nsegs; next++) {
+        wait_segment(&job, next);
+        if (ready != NULL && go_on)
+            go_on = ready(arg, next);
+    }
+    /* a worker counts a segment's part before the job's: the job (this
+     * stack) lives until the job's count is complete too */
     if (!spin_until(all_done, &job, HC_SPIN_NS)) {
         pthread_mutex_lock(&pool.mu);
         while (atomic_load(&job.done) < job.nparts)
@@ -414,21 +507,36 @@ static void hostcopy(void *dst, const void *src, size_t bytes, bool streaming, s
         pthread_mutex_unlock(&pool.mu);
     }
     atomic_store_explicit(&last_done_ns, us_now_ns(), memory_order_relaxed);
+    return go_on;
+}
+
+static void hostcopy(void *dst, const void *src, size_t bytes, bool streaming, bool fresh)
+{
+    if (bytes == 0)
+        return;
+    struct us_hostcopy_segment seg = {.dst = dst, .src = src, .bytes = bytes, .fresh = fresh};
+    (void)copy_segments(&seg, 1, streaming, NULL, NULL);
 }
 
 US_HOT void us_hostcopy(void *dst, const void *src, size_t bytes)
 {
-    hostcopy(dst, src, bytes, false, 0);
+    hostcopy(dst, src, bytes, false, false);
 }
 
 void us_hostcopy_to_staging(void *dst, const void *src, size_t bytes)
 {
-    hostcopy(dst, src, bytes, true, 0);
+    hostcopy(dst, src, bytes, true, false);
 }
 
 void us_hostcopy_to_fresh(void *dst, const void *src, size_t bytes)
 {
-    hostcopy(dst, src, bytes, true, US_HOSTCOPY_FRESH_PART);
+    hostcopy(dst, src, bytes, true, true);
+}
+
+bool us_hostcopy_segments_to_staging(const struct us_hostcopy_segment *seg, unsigned nsegs,
+                                     us_hostcopy_ready_fn ready, void *arg)
+{
+    return copy_segments(seg, nsegs, true, ready, arg);
 }
 
 /* The kernel's transparent huge page size, 0 where the advice would do

@@ -45,6 +45,30 @@ void us_hostcopy_to_staging(void *dst, const void *src, size_t bytes);
 #define US_HOSTCOPY_FRESH_PART ((size_t)2 << 20)
 void us_hostcopy_to_fresh(void *dst, const void *src, size_t bytes);
 
+/* Several copies into pinned slots as one job (an H2D's chunks, and the
+ * spill of what its slots cannot take): the threads copy the segments' parts
+ * in segment order without a pause between segments, and the caller, which
+ * copies parts too, is handed each segment as soon as its bytes are all in,
+ * in order (ready(arg, k), on the calling thread: it issues that chunk's
+ * transfer while the others go on copying the next). Copied one segment
+ * after another, each a job of its own, the threads waited at every
+ * segment's end for its last part and for the caller's CUDA calls. A
+ * segment marked fresh (memory whose pages are not in yet) is cut in whole
+ * huge pages (US_HOSTCOPY_FRESH_PART). Once ready returns false the
+ * segments after it are not handed over (they may or may not be copied);
+ * returns false then. At most US_HOSTCOPY_MAX_SEGMENTS
+ * segments are shared with the pool; more are copied by the caller alone. */
+#define US_HOSTCOPY_MAX_SEGMENTS 80u
+struct us_hostcopy_segment {
+    void *dst;
+    const void *src;
+    size_t bytes;
+    bool fresh;
+};
+typedef bool (*us_hostcopy_ready_fn)(void *arg, unsigned segment);
+bool us_hostcopy_segments_to_staging(const struct us_hostcopy_segment *seg, unsigned nsegs,
+                                     us_hostcopy_ready_fn ready, void *arg);
+
 /* Before a D2H's host copy writes `bytes` at `dst`: where the destination is
  * at least option d2h_hugepages long and its first 2 MiB-aligned page is not
  * mapped yet (a new buffer), advises the kernel to back its 2 MiB-aligned

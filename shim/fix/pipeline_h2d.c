@@ -177,6 +177,106 @@ static cudaError_t fill_chunk(struct us_pipe *p, const struct us_copy *c, struct
     return err;
 }
 
+/* One round: every chunk in a slot of its own (the slots hold the copy
+ * whole), or the slots' first round and the spill for the rest (a feed). The
+ * whole host side is one job of the copy threads (us_hostcopy_segments_to_
+ * staging: a segment per chunk, and the spill), and each chunk's transfer is
+ * issued as soon as its bytes are in, while the threads copy the next: with
+ * a job per chunk they waited at every chunk's end for its last part and for
+ * the caller's CUDA calls. */
+struct round {
+    struct us_pipe *p;
+    const struct us_copy *c;
+    struct us_pipe_slots *s;
+    struct feed *feed;
+    unsigned nslotted;     /* chunks in the first round: segments 0 .. nslotted - 1 */
+    size_t off[US_STAGING_MAX_CLAIM], len[US_STAGING_MAX_CLAIM];
+    size_t spilled_from;   /* the rest, in the spill segment (feed set) */
+    size_t issued;         /* chunks issued */
+    unsigned last_slot;    /* of the last chunk issued */
+    cudaError_t err;
+};
+
+static bool issue_chunk(struct round *r, unsigned k, size_t off, size_t len)
+{
+    r->err = us_pipe_copy_chunk(r->p, (char *)r->c->dst + off, r->s->slot[k]->ptr, len, cudaMemcpyHostToDevice);
+    if (r->err != cudaSuccess)
+        return false;
+    r->issued++;
+    r->last_slot = k;
+    r->err = us_pipe_record(r->p, r->s->event[k]);
+    US_PROBE_STAMP(issued);
+    r->s->pending[k] = r->err == cudaSuccess ? (int)r->p->stream_ctx->index : US_STAGING_LOST;
+    return r->err == cudaSuccess;
+}
+
+/* The spilled bytes are in: each further chunk is fed into its slot by a
+ * host function on the stream, then transferred. */
+static bool feed_rest(struct round *r)
+{
+    struct us_pipe_slots *s = r->s;
+    char *spill = us_spill_memory(r->feed->spill);
+    size_t off = r->spilled_from;
+    for (size_t i = s->n; off < r->c->bytes; i++) {
+        unsigned k = (unsigned)(i % s->n);
+        size_t len = us_pipe_chunk_room(s, k, r->c->bytes - off);
+        struct feed_chunk *fc = &r->feed->chunk[i - s->n];
+        *fc = (struct feed_chunk){.feed = r->feed, .slot = s->slot[k]->ptr, .from = spill + (off - r->spilled_from),
+                                  .len = len};
+        atomic_fetch_add(&r->feed->refs, 1);
+        r->err = us_pipe_host_func(r->p, feed_chunk, fc);
+        if (r->err != cudaSuccess) {
+            atomic_fetch_sub(&r->feed->refs, 1);
+            return false;
+        }
+        US_PROBE_STAMP(fed);
+        if (!issue_chunk(r, k, off, len))
+            return false;
+        off += len;
+    }
+    return true;
+}
+
+static bool round_segment_ready(void *arg, unsigned segment)
+{
+    struct round *r = arg;
+    US_PROBE_STAMP(host_copied);
+    if (segment < r->nslotted)
+        return issue_chunk(r, segment, r->off[segment], r->len[segment]);
+    US_PROBE_STAMP(spilled);
+    return feed_rest(r);
+}
+
+/* Plans and runs the round; false (nothing planned) when a slot would take
+ * two chunks, which then cycle. */
+static bool issue_round(struct round *r)
+{
+    struct us_pipe_slots *s = r->s;
+    struct us_hostcopy_segment seg[US_STAGING_MAX_CLAIM + 1];
+    size_t off = 0;
+    unsigned k = 0;
+    for (; k < s->n && off < r->c->bytes; k++) {
+        r->off[k] = off;
+        r->len[k] = us_pipe_chunk_room(s, k, r->c->bytes - off);
+        seg[k] = (struct us_hostcopy_segment){.dst = s->slot[k]->ptr, .src = (const char *)r->c->src + off,
+                                              .bytes = r->len[k]};
+        off += r->len[k];
+    }
+    r->nslotted = k;
+    unsigned nsegs = k;
+    if (off < r->c->bytes) {
+        if (r->feed == NULL)
+            return false;
+        r->spilled_from = off;
+        seg[nsegs++] = (struct us_hostcopy_segment){.dst = us_spill_memory(r->feed->spill),
+                                                    .src = (const char *)r->c->src + off,
+                                                    .bytes = r->c->bytes - off,
+                                                    .fresh = us_spill_fresh(r->feed->spill)};
+    }
+    (void)us_hostcopy_segments_to_staging(seg, nsegs, round_segment_ready, r);
+    return true;
+}
+
 static bool issue(const struct us_copy *c, const struct us_ctx *home, cudaError_t *result, bool *held);
 
 bool us_pipeline_h2d_held(const struct us_copy *c, const struct us_ctx *home, cudaError_t *result, bool *held)
@@ -211,12 +311,20 @@ static bool issue(const struct us_copy *c, const struct us_ctx *home, cudaError_
     bool behind_queue;
     struct feed *feed = feed_for(&p, c, &s, &behind_queue);
 
-    /* chunk i goes to slot i % s.n and is as long as that slot allows
-     * (us_pipe_chunk_room: slots differ in size, staging.h) */
     cudaError_t err = cudaSuccess;
     bool waited = false;
     size_t i = 0, off = 0;
     unsigned k = 0;
+    struct round r = {.p = &p, .c = c, .s = &s, .feed = feed, .err = cudaSuccess};
+    if (issue_round(&r)) {
+        i = r.issued;
+        k = r.last_slot;
+        err = r.err;
+        off = c->bytes; /* the loop below has nothing left */
+    }
+    /* otherwise chunk i goes to slot i % s.n, which it shares with chunks
+     * before it, and is as long as that slot allows (us_pipe_chunk_room:
+     * slots differ in size, staging.h) */
     for (; off < c->bytes; i++) {
         k = (unsigned)(i % s.n);
         size_t len = us_pipe_chunk_room(&s, k, c->bytes - off);

@@ -179,6 +179,81 @@ static void test_hostcopy_default_threads_follow_the_cpus(void **state)
     assert_true(us_hostcopy_workers() >= 7);
 }
 
+/* The segments' callback, recording the order it was called in and
+ * checking that each segment's bytes are all in when it is. */
+struct handed {
+    const struct us_hostcopy_segment *seg;
+    unsigned order[US_HOSTCOPY_MAX_SEGMENTS + 8];
+    unsigned calls, stop_after;
+    bool bytes_in;
+};
+
+static bool note_segment(void *arg, unsigned k)
+{
+    struct handed *h = arg;
+    h->order[h->calls++] = k;
+    if (memcmp(h->seg[k].dst, h->seg[k].src, h->seg[k].bytes) != 0)
+        h->bytes_in = false;
+    return h->calls != h->stop_after;
+}
+
+/* nsegs segments of varied sizes (one empty, one fresh) out of one source
+ * into one destination, gaps between them left alone. */
+static void check_segments(unsigned nsegs, unsigned stop_after)
+{
+    size_t total = 0, sizes[US_HOSTCOPY_MAX_SEGMENTS + 8];
+    for (unsigned k = 0; k < nsegs; k++) {
+        sizes[k] = k == 2 ? 0 : (size_t)((k * 7919u) % 5u + 1) * (300u << 10) + k;
+        total += sizes[k] + 64;
+    }
+    unsigned char *src = malloc(total), *dst = malloc(total);
+    assert_non_null(src);
+    assert_non_null(dst);
+    fill(src, total, nsegs);
+    memset(dst, 0xa5, total);
+    struct us_hostcopy_segment seg[US_HOSTCOPY_MAX_SEGMENTS + 8];
+    size_t at = 0;
+    for (unsigned k = 0; k < nsegs; k++) {
+        seg[k] = (struct us_hostcopy_segment){.dst = dst + at, .src = src + at, .bytes = sizes[k], .fresh = k == 3};
+        at += sizes[k] + 64;
+    }
+    struct handed h = {.seg = seg, .stop_after = stop_after, .bytes_in = true};
+    bool all = us_hostcopy_segments_to_staging(seg, nsegs, note_segment, &h);
+    unsigned want = stop_after != 0 && stop_after < nsegs ? stop_after : nsegs;
+    assert_int_equal(h.calls, want);
+    assert_int_equal(all, want == nsegs && stop_after != nsegs);
+    for (unsigned k = 0; k < h.calls; k++)
+        assert_int_equal(h.order[k], k); /* in order, once each */
+    assert_true(h.bytes_in);
+    at = 0;
+    for (unsigned k = 0; k < nsegs; k++) { /* every segment handed over is copied; the gaps untouched */
+        if (k < want)
+            assert_memory_equal(dst + at, src + at, sizes[k]);
+        for (size_t g = 0; g < 64; g++)
+            assert_int_equal(dst[at + sizes[k] + g], 0xa5);
+        at += sizes[k] + 64;
+    }
+    free(src);
+    free(dst);
+}
+
+/* us_hostcopy_segments_to_staging: every segment's bytes, each handed over
+ * in order once they are all in, with the pool, on one thread, past the
+ * most segments the pool takes, and when the callback says stop. */
+static void test_hostcopy_segments_handed_over_in_order(void **state)
+{
+    (void)state;
+    set_threads(4, 4096);
+    check_segments(9, 0);
+    check_segments(65, 0);
+    check_segments(US_HOSTCOPY_MAX_SEGMENTS + 3, 0); /* the caller alone */
+    check_segments(9, 4);                            /* stopped after the fourth */
+    check_segments(9, 9);                            /* the last said stop */
+    set_threads(1, 4096);
+    check_segments(9, 0);
+    check_segments(9, 4);
+}
+
 static void test_hostcopy_below_min_stays_on_caller(void **state)
 {
     (void)state;
@@ -452,6 +527,7 @@ int main(void)
         T(test_hostcopy_below_min_stays_on_caller),
         T(test_hostcopy_many_threads),
         T(test_hostcopy_default_threads_follow_the_cpus),
+        T(test_hostcopy_segments_handed_over_in_order),
         T(test_hostcopy_concurrent_callers),
         T(test_hostcopy_workers_spin_between_back_to_back_copies),
         T(test_hostcopy_workers_sleep_after_lone_copies),
