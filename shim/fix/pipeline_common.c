@@ -223,12 +223,25 @@ US_HOT bool us_pipe_claim(const struct us_pipe *p, unsigned want, enum us_pipe_c
 
 /* Asks only a stream that is not being captured: a query of a capturing
  * stream would invalidate its capture (on the legacy stream: one of the
- * device's blocking streams is capturing). */
-static bool stream_idle(const struct us_real_api *real, cudaStream_t stream)
+ * device's blocking streams is capturing). The copy's own stream was found
+ * not capturing by us_pipe_begin (checked: false). Through the driver where
+ * the copy's stream is in the current context (p->drv), which answers
+ * without the runtime's checks and leaves the runtime's last error alone:
+ * a staged peer copy that goes native on an idle stream pays these queries
+ * on top of the native call (on two H200s they were 3.5 us of a 1 MiB
+ * copy's 55 through the runtime, tools/bench/probe.sh peer_async). */
+static bool stream_idle(const struct us_pipe *p, cudaStream_t stream, bool checked)
 {
+    if (p->drv != NULL) {
+        CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+        return (checked || (p->drv->cuStreamIsCapturing((CUstream)stream, &status) == CUDA_SUCCESS &&
+                            status == CU_STREAM_CAPTURE_STATUS_NONE)) &&
+               p->drv->cuStreamQuery((CUstream)stream) == CUDA_SUCCESS;
+    }
     enum cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-    return real->cudaStreamIsCapturing(stream, &status) == cudaSuccess && status == cudaStreamCaptureStatusNone &&
-           real->cudaStreamQuery(stream) == cudaSuccess;
+    return (checked ||
+            (p->real->cudaStreamIsCapturing(stream, &status) == cudaSuccess && status == cudaStreamCaptureStatusNone)) &&
+           p->real->cudaStreamQuery(stream) == cudaSuccess;
 }
 
 #define US_PIPE_IDLE_MAX_BLOCKING 8
@@ -244,19 +257,19 @@ bool us_pipe_stream_idle(const struct us_pipe *p)
         unsigned flags;
         if (blocking < 0 && real->cudaStreamGetFlags != NULL && real->cudaStreamGetFlags(p->stream, &flags) == cudaSuccess)
             blocking = (flags & cudaStreamNonBlocking) == 0;
-        return blocking >= 0 && stream_idle(real, p->stream) && (!blocking || stream_idle(real, cudaStreamLegacy));
+        return blocking >= 0 && stream_idle(p, p->stream, true) && (!blocking || stream_idle(p, cudaStreamLegacy, false));
     }
     case US_STREAM_PER_THREAD:
-        return stream_idle(real, p->stream) && stream_idle(real, cudaStreamLegacy);
+        return stream_idle(p, p->stream, true) && stream_idle(p, cudaStreamLegacy, false);
     case US_STREAM_LEGACY: {
         if (p->copy->driver_fn != NULL) /* a static or driver-API program's streams are unseen */
             return false;
         cudaStream_t blocking[US_PIPE_IDLE_MAX_BLOCKING];
         unsigned n = us_streams_blocking_on(p->stream_device, blocking, US_PIPE_IDLE_MAX_BLOCKING);
-        if (n > US_PIPE_IDLE_MAX_BLOCKING || !stream_idle(real, cudaStreamLegacy))
+        if (n > US_PIPE_IDLE_MAX_BLOCKING || !stream_idle(p, cudaStreamLegacy, true))
             return false;
         for (unsigned i = 0; i < n; i++)
-            if (!stream_idle(real, blocking[i]))
+            if (!stream_idle(p, blocking[i], false))
                 return false;
         return true;
     }

@@ -220,14 +220,19 @@ static cudaError_t f_cudaStreamSynchronize(cudaStream_t s)
     return err != cudaSuccess ? err : fake_cuda.stream_error;
 }
 
-static cudaError_t f_cudaStreamQuery(cudaStream_t s)
+static cudaError_t stream_query_as(enum fake_cuda_fn call, cudaStream_t s)
 {
-    cudaError_t err = note(FAKE_cudaStreamQuery, s, NULL, NULL, NULL, 0);
+    cudaError_t err = note(call, s, NULL, NULL, NULL, 0);
     if (err == cudaSuccess && device_of(s) < 0)
         err = cudaErrorInvalidResourceHandle;
     if (err == cudaSuccess && fake_cuda.stream_error == cudaSuccess && fake_cuda.streams_busy)
         return cudaErrorNotReady;
     return err != cudaSuccess ? err : fake_cuda.stream_error;
+}
+
+static cudaError_t f_cudaStreamQuery(cudaStream_t s)
+{
+    return stream_query_as(FAKE_cudaStreamQuery, s);
 }
 
 static cudaError_t f_cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags)
@@ -390,6 +395,11 @@ static CUresult f_cuStreamGetCtx(CUstream s, CUcontext *ctx)
     if (err == cudaSuccess)
         *ctx = (CUcontext)(uintptr_t)(0x100 + device);
     return cu(err);
+}
+
+static CUresult f_cuStreamQuery(CUstream s)
+{
+    return cu(stream_query_as(FAKE_cuStreamQuery, (cudaStream_t)s));
 }
 
 static CUresult f_cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t bytes, CUstream s)

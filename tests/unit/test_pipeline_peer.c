@@ -83,9 +83,38 @@ static void test_peer_idle_stream_native_up_to_the_option(void **state)
     assert_int_equal(result, cudaErrorUnknown);
     assert_int_equal(fake_cuda_count(FAKE_cudaMemcpyAsync), 0);
     assert_int_equal(fake_cuda_log_count("peer_idle_native_bytes"), 1);
+    /* one query; the copy's stream was found not capturing once, by us_pipe_begin */
+    assert_int_equal(fake_cuda_count(FAKE_cudaStreamQuery), 1);
+    assert_int_equal(fake_cuda_count(FAKE_cudaStreamIsCapturing), 1);
     assert_true(copy_checked(US_API_MEMCPY_PEER_ASYNC, 4 * SLOT + 1, s, 0, 1, &result)); /* larger */
     assert_int_equal(result, cudaSuccess);
     fake_cuda.streams_busy = true; /* work queued: rewritten whatever its size */
+    assert_true(copy_checked(US_API_MEMCPY_PEER_ASYNC, SLOT, s, 0, 1, &result));
+    assert_int_equal(result, cudaSuccess);
+}
+
+/* With libcuda's table the idle check asks the driver (no runtime call, so
+ * the runtime's last error is left alone): a blocking stream's query and the
+ * legacy stream's capture check and query; the copy's own stream is not
+ * asked again whether it is capturing. */
+static void test_peer_idle_check_through_the_driver(void **state)
+{
+    (void)state;
+    struct us_config cfg = *us_config();
+    cfg.peer_idle_native_bytes = 4 * SLOT;
+    us_config_set(&cfg);
+    fake_cuda_use_driver();
+    cudaStream_t s = fake_cuda_user_stream(0);
+    us_streams_note_created(s, 0, true); /* blocking: the legacy stream counts too */
+    unsigned queries = fake_cuda_count(FAKE_cudaStreamQuery), captures = fake_cuda_count(FAKE_cudaStreamIsCapturing);
+    cudaError_t result = cudaErrorUnknown;
+    assert_false(copy_checked(US_API_MEMCPY_PEER_ASYNC, SLOT, s, 0, 1, &result));
+    assert_int_equal(result, cudaErrorUnknown);
+    assert_int_equal(fake_cuda_count(FAKE_cuStreamQuery), 2);
+    assert_int_equal(fake_cuda_count(FAKE_cuStreamIsCapturing), 2);
+    assert_int_equal(fake_cuda_count(FAKE_cudaStreamQuery), queries);
+    assert_int_equal(fake_cuda_count(FAKE_cudaStreamIsCapturing), captures);
+    fake_cuda.streams_busy = true; /* work queued: rewritten */
     assert_true(copy_checked(US_API_MEMCPY_PEER_ASYNC, SLOT, s, 0, 1, &result));
     assert_int_equal(result, cudaSuccess);
 }
@@ -485,6 +514,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_peer_data_every_size_class, setup, teardown),
         cmocka_unit_test_setup_teardown(test_peer_idle_stream_native_up_to_the_option, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_peer_idle_check_through_the_driver, setup, teardown),
         cmocka_unit_test_setup_teardown(test_peer_async_path_is_gpu_ordered, setup, teardown),
         cmocka_unit_test_setup_teardown(test_peer_calls_per_chunk, setup, teardown),
         cmocka_unit_test_setup_teardown(test_peer_chunk_size_bounds_the_chunk_count, setup, teardown),
