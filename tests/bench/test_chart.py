@@ -132,6 +132,25 @@ class FromRuns(unittest.TestCase):
             self.assertIsNone(rows["E: legacy-stream kernel behind a ? ms kernel on a blocking stream: done at"]["native"])
             self.assertEqual(len(rects(ET.parse(svg).getroot(), "bar native")), 2)
 
+    def test_first_use_target_from_the_runs_host_copy(self):
+        """The first-use rows' target derives from the same run's host copy
+        bandwidth (1.25 x bytes / GB/s + 0.1 ms), in the figures as in the table."""
+        with tempfile.TemporaryDirectory() as d:
+            for run, held in (("native", 202.0), ("shim", 0.9)):
+                os.makedirs(os.path.join(d, run))
+                with open(os.path.join(d, run, "case_b.out"), "w") as f:
+                    f.write(f"RESULT case=B test=first_use_small bytes=16777216 kernel_ms=200 held_ms={held} ok=1\n"
+                            "RESULT case=B test=host_copy bytes=268435456 threads=8 gbps=33.5 ok=1\n")
+                with open(os.path.join(d, run, "case_b.rc"), "w") as f:
+                    f.write("0\n")
+            out = os.path.join(d, "c.json")
+            r = chart_run("--native", os.path.join(d, "native"), "--shim", os.path.join(d, "shim"),
+                          "--json", out, "--svg", os.path.join(d, "c.svg"))
+            self.assertEqual(r.returncode, 0, r.stderr)
+            with open(out) as f:
+                row = next(x for x in json.load(f)["rows"] if "first 16 MiB" in x["label"])
+            self.assertEqual((row["target"], row["target_met"]), ("<= 0.73", False))
+
     def test_no_figures_is_an_error(self):
         with tempfile.TemporaryDirectory() as d:
             r = chart_run("--native", d, "--shim", d)
