@@ -42,8 +42,13 @@ endif
 SHIM_CFLAGS := $(CFLAGS) -fvisibility=hidden
 # generated dependencies: each object's .d file (gcc -MMD -MP) names the
 # headers it includes, so that an edit rebuilds only the objects that include
-# it; an object whose .d file is missing is rebuilt once (DEP_FILES below)
-DEPFLAGS  := -MMD -MP
+# it; an object whose .d file is missing is rebuilt once (DEP_FILES below).
+# The rule names the object both as this make spells it and by its absolute
+# path: a build folder made once with BUILD=/abs/path and once with a
+# relative BUILD would otherwise keep rules for a name the other make never
+# asks for, and an edited header (options.def: the config's layout) rebuilt
+# nothing, leaving objects of two layouts in one library.
+DEPFLAGS   = -MMD -MP -MT '$@' -MT '$(abspath $@)'
 # the jobs make check builds with (its test-bins step)
 JOBS      ?= $(shell nproc 2>/dev/null || echo 1)
 

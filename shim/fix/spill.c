@@ -12,17 +12,25 @@
  * warm_pinned bytes are faulted in when it is reserved: a process's first
  * spill into new memory ran at 5.6 GB/s on an H100 host (its huge pages
  * zeroed, and compacted where none were free), against about 30 GB/s into
- * memory already in. */
+ * memory already in. After the process's first rewritten pageable H2D a
+ * background thread faults in more of it, up to spill_warm
+ * (us_spill_warm_later). */
 #include "spill.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "config.h"
+#include "lifecycle.h"
 #include "log.h"
 #include "prefault.h"
+#include "thread.h"
 
 #define SPILL_ROUND ((size_t)2 << 20)
 
@@ -95,6 +103,74 @@ void us_spill_reserve(size_t warm_bytes)
     if (spills.touched < warm_bytes)
         spills.touched = warm_bytes;
     pthread_mutex_unlock(&spills.mu);
+}
+
+/* The background warming (us_spill_warm_later): started once; the tests'
+ * reset stops it and waits for it. */
+static atomic_bool warm_started, warm_stop, warm_running;
+
+/* Faults the region in up to spill_warm, 2 MiB at a time, each step a
+ * populate of its own: the process's memory map is held (for reading) one
+ * huge page's zeroing at a time, so that an mmap of the program's waits for
+ * one step, not for the whole warming. At the lowest priority (nice 19),
+ * not SCHED_IDLE: a thread that may not run while it holds the memory map
+ * would hold up the program's mmap for as long. Pages a spill wrote meanwhile are
+ * skipped (touched); a populate of a page already in changes nothing. */
+static void *warm_main(void *arg)
+{
+    (void)arg;
+    /* the program's threads first: on a busy machine it takes what they leave */
+    (void)setpriority(PRIO_PROCESS, (id_t)gettid(), 19);
+    pthread_mutex_lock(&spills.mu);
+    bool reserved = reserve_locked();
+    char *base = spills.base;
+    size_t size = spills.size;
+    pthread_mutex_unlock(&spills.mu);
+    size_t target = (us_config()->spill_warm + SPILL_ROUND - 1) / SPILL_ROUND * SPILL_ROUND;
+    if (target > size)
+        target = size;
+    for (size_t at = 0; reserved && at < target && !atomic_load(&warm_stop);) {
+        pthread_mutex_lock(&spills.mu);
+        if (at < spills.touched)
+            at = spills.touched;
+        pthread_mutex_unlock(&spills.mu);
+        if (at >= target)
+            break;
+        (void)us_prefault_range(base + at, SPILL_ROUND, true);
+        at += SPILL_ROUND;
+        pthread_mutex_lock(&spills.mu);
+        if (spills.touched < at)
+            spills.touched = at;
+        pthread_mutex_unlock(&spills.mu);
+    }
+    atomic_store(&warm_running, false);
+    return NULL;
+}
+
+void us_spill_warm_later(void)
+{
+    if (atomic_load_explicit(&warm_started, memory_order_relaxed) || atomic_exchange(&warm_started, true))
+        return;
+    const struct us_config *cfg = us_config();
+    if (cfg->spill_warm == 0 || cfg->spill_max == 0 || atomic_load(&us_lifecycle_in_forked_child))
+        return;
+    us_lifecycle_watch_forks(); /* a child does not have the thread */
+    atomic_store(&warm_running, true);
+    if (us_thread_start(warm_main, NULL, 64u << 10, "unstall-spill") != 0)
+        atomic_store(&warm_running, false); /* the first spills pay their page faults, as without it */
+}
+
+bool us_spill_warming(void)
+{
+    return atomic_load(&warm_running);
+}
+
+size_t us_spill_touched_bytes(void)
+{
+    pthread_mutex_lock(&spills.mu);
+    size_t bytes = spills.touched;
+    pthread_mutex_unlock(&spills.mu);
+    return bytes;
 }
 
 /* Under spills.mu: the smallest kept buffer of at least `bytes`, out of the list. */
@@ -200,6 +276,13 @@ size_t us_spill_taken_bytes(void)
 
 void us_spill_reset(void)
 {
+    atomic_store(&warm_stop, true);
+    while (atomic_load(&warm_running)) {
+        struct timespec pause = {0, 1000000};
+        nanosleep(&pause, NULL);
+    }
+    atomic_store(&warm_stop, false);
+    atomic_store(&warm_started, false);
     pthread_mutex_lock(&spills.mu);
     while (spills.kept != NULL) {
         struct us_spill *s = spills.kept;

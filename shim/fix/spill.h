@@ -31,6 +31,19 @@ struct us_spill;
  * memory already in; nothing when spill_max is 0. */
 void us_spill_reserve(size_t warm_bytes);
 
+/* After the process's first rewritten pageable H2D (pipeline_h2d.c): once,
+ * a background thread faults the region in up to option spill_warm, 2 MiB
+ * at a time, so that a first large copy behind queued work spills into
+ * memory already in (into new memory the kernel zeroes each page as the copy
+ * first writes it). Not in a forked child; nothing when spill_warm or
+ * spill_max is 0. Cheap after the first call (one atomic load). */
+void us_spill_warm_later(void);
+
+/* Whether that thread still runs, and how far the region's pages are in
+ * (warmed, or carved before): tests. */
+bool us_spill_warming(void);
+size_t us_spill_touched_bytes(void);
+
 /* A buffer of at least `bytes` (*out; its memory: us_spill_memory). false:
  * spill_max would be passed, or the mapping failed (logged once each). */
 bool us_spill_take(size_t bytes, struct us_spill **out);
@@ -50,7 +63,8 @@ void us_spill_give(struct us_spill *spill);
 size_t us_spill_carved_bytes(void);
 size_t us_spill_taken_bytes(void);
 
-/* Tests: unmaps the region; every buffer must have been given back. */
+/* Tests: stops the warming thread and waits for it, unmaps the region;
+ * every buffer must have been given back. */
 void us_spill_reset(void);
 
 #endif

@@ -525,6 +525,7 @@ void fake_cuda_config(size_t chunk_bytes, unsigned slots, size_t pinned_max)
     cfg.peer_min_bytes = cfg.h2d_min_bytes = cfg.d2h_min_bytes = 0;
     cfg.h2d_idle_native_bytes = cfg.peer_idle_native_bytes = 0; /* the pipelines always: tests of it set them */
     cfg.copy_threads = 1;
+    cfg.spill_warm = 0; /* no warming thread between the tests' resets: test_spill checks it */
     cfg.log_level = US_LOG_DEBUG;
     us_config_set(&cfg);
 }

@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 #include <cmocka.h>
 
 #include "summary.h"
@@ -87,6 +88,62 @@ static void test_spill_bounded_by_spill_max(void **state)
     us_spill_give(b);
 }
 
+static void set_spill_warm(size_t bytes)
+{
+    struct us_config cfg = *us_config();
+    cfg.spill_warm = bytes;
+    us_config_set(&cfg);
+}
+
+static void wait_warmed(void)
+{
+    for (int i = 0; i < 5000 && us_spill_warming(); i++) {
+        struct timespec pause = {0, 1000000};
+        nanosleep(&pause, NULL);
+    }
+    assert_false(us_spill_warming());
+}
+
+/* us_spill_warm_later: once, a thread faults the region in up to
+ * spill_warm; a spill there then writes memory already in. Bounded by
+ * spill_max; a second call starts nothing. */
+static void test_spill_warmed_later_in_the_background(void **state)
+{
+    (void)state;
+    set_spill_warm(6 * MiB);
+    us_spill_reserve(2 * MiB);
+    assert_int_equal(us_spill_touched_bytes(), 2 * MiB);
+    us_spill_warm_later();
+    wait_warmed();
+    assert_int_equal(us_spill_touched_bytes(), 6 * MiB);
+    struct us_spill *a, *b;
+    assert_true(us_spill_take(6 * MiB, &a));
+    assert_false(us_spill_fresh(a));
+    assert_true(us_spill_take(2 * MiB, &b)); /* past the warmed part */
+    assert_true(us_spill_fresh(b));
+    us_spill_give(a);
+    us_spill_give(b);
+    set_spill_warm(64 * MiB); /* more than spill_max (16 MiB), and asked again: nothing more */
+    us_spill_warm_later();
+    assert_false(us_spill_warming());
+    assert_int_equal(us_spill_touched_bytes(), 8 * MiB); /* carved */
+}
+
+static void test_spill_warming_bounded_and_off(void **state)
+{
+    (void)state;
+    set_spill_warm(64 * MiB);
+    us_spill_warm_later();
+    wait_warmed();
+    assert_int_equal(us_spill_touched_bytes(), 16 * MiB); /* spill_max */
+    us_spill_reset();
+    set_spill_max(16 * MiB);
+    set_spill_warm(0);
+    us_spill_warm_later();
+    assert_false(us_spill_warming());
+    assert_int_equal(us_spill_touched_bytes(), 0);
+}
+
 static void test_spill_off_takes_nothing(void **state)
 {
     (void)state;
@@ -104,6 +161,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_spill_warmed_memory_is_not_fresh, setup, teardown),
         cmocka_unit_test_setup_teardown(test_spill_bounded_by_spill_max, setup, teardown),
         cmocka_unit_test_setup_teardown(test_spill_off_takes_nothing, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_spill_warmed_later_in_the_background, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_spill_warming_bounded_and_off, setup, teardown),
     };
     return US_RUN_TESTS("test_spill", tests, NULL, NULL);
 }
