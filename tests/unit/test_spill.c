@@ -57,17 +57,23 @@ static void test_spill_buffers_are_writable_and_reused_once_given_back(void **st
     us_spill_give(b);
 }
 
-static void test_spill_warmed_memory_is_not_fresh(void **state)
+/* A buffer of the `warmed` bytes is not fresh, the next one past them is. */
+static void assert_warm_up_to(size_t warmed)
 {
-    (void)state;
-    us_spill_reserve(4 * MiB);
     struct us_spill *a, *b;
-    assert_true(us_spill_take(4 * MiB, &a));
+    assert_true(us_spill_take(warmed, &a));
     assert_false(us_spill_fresh(a));
     assert_true(us_spill_take(2 * MiB, &b)); /* past the warmed part */
     assert_true(us_spill_fresh(b));
     us_spill_give(a);
     us_spill_give(b);
+}
+
+static void test_spill_warmed_memory_is_not_fresh(void **state)
+{
+    (void)state;
+    us_spill_reserve(4 * MiB);
+    assert_warm_up_to(4 * MiB);
 }
 
 static void test_spill_bounded_by_spill_max(void **state)
@@ -116,13 +122,7 @@ static void test_spill_warmed_later_in_the_background(void **state)
     us_spill_warm_later();
     wait_warmed();
     assert_int_equal(us_spill_touched_bytes(), 6 * MiB);
-    struct us_spill *a, *b;
-    assert_true(us_spill_take(6 * MiB, &a));
-    assert_false(us_spill_fresh(a));
-    assert_true(us_spill_take(2 * MiB, &b)); /* past the warmed part */
-    assert_true(us_spill_fresh(b));
-    us_spill_give(a);
-    us_spill_give(b);
+    assert_warm_up_to(6 * MiB);
     set_spill_warm(64 * MiB); /* more than spill_max (16 MiB), and asked again: nothing more */
     us_spill_warm_later();
     assert_false(us_spill_warming());
