@@ -66,9 +66,7 @@ void us_grower_yield_end(void)
     atomic_fetch_sub_explicit(&copies_issuing, 1, memory_order_relaxed);
 }
 
-/* Before a slot's allocation: lets the copies being issued now finish
- * issuing first (grower.h says why), GROWER_YIELD_MAX_US at most. */
-static void yield_to_copies(void)
+void us_grower_yield_to_copies(void)
 {
     struct timespec step = {0, GROWER_YIELD_STEP_US * 1000L};
     for (unsigned waited = 0; waited < GROWER_YIELD_MAX_US &&
@@ -145,7 +143,7 @@ static void work(const struct grow_request *r, int *current, bool *relaxed)
         return;
     unsigned missing = r->pool->missing(r->slot_bytes, r->count);
     for (unsigned i = 0; i < missing && !atomic_load(&exiting); i++) {
-        yield_to_copies();
+        us_grower_yield_to_copies();
         if (!r->pool->add_free(r->slot_bytes))
             break; /* pinned_max or a failed allocation, logged once by the pool */
         atomic_fetch_add(&slots_added, 1);

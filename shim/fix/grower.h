@@ -54,6 +54,11 @@ bool us_grower_request(const struct us_grower_pool *pool, int device, size_t slo
 void us_grower_yield_begin(void);
 void us_grower_yield_end(void);
 
+/* Before a step of background work that competes with a copy being issued
+ * (a slot's allocation here; a step of the spill's warming, spill.c): lets
+ * the copies being issued now finish issuing first, 5 ms at most. */
+void us_grower_yield_to_copies(void);
+
 /* Tests: waits until every request so far has been worked through. */
 void us_grower_wait_idle(void);
 

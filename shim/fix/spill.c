@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "grower.h"
 #include "lifecycle.h"
 #include "log.h"
 #include "prefault.h"
@@ -112,7 +113,10 @@ static atomic_bool warm_started, warm_stop, warm_running;
 /* Faults the region in up to spill_warm, 2 MiB at a time, each step a
  * populate of its own: the process's memory map is held (for reading) one
  * huge page's zeroing at a time, so that an mmap of the program's waits for
- * one step, not for the whole warming. At the lowest priority (nice 19),
+ * one step, not for the whole warming. A step waits while a pageable H2D
+ * is being issued (us_grower_yield_to_copies, as the grower's allocations
+ * do), so that the copy has the memory's bandwidth and the CPUs to itself.
+ * At the lowest priority (nice 19),
  * not SCHED_IDLE: a thread that may not run while it holds the memory map
  * would hold up the program's mmap for as long. Pages a spill wrote meanwhile are
  * skipped (touched); a populate of a page already in changes nothing. */
@@ -136,6 +140,7 @@ static void *warm_main(void *arg)
         pthread_mutex_unlock(&spills.mu);
         if (at >= target)
             break;
+        us_grower_yield_to_copies(); /* a copy being issued now spills, or copies, without it beside */
         (void)us_prefault_range(base + at, SPILL_ROUND, true);
         at += SPILL_ROUND;
         pthread_mutex_lock(&spills.mu);
