@@ -4,6 +4,7 @@
  * (tools/bench/costs.c). */
 #include <pthread.h>
 #include <setjmp.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -438,6 +439,64 @@ static void test_hostcopy_after_fork(void **state)
     check_copy(8u << 20, 1, 2, 12); /* and the parent's pool still works */
 }
 
+/* Copies on the pool, back to back, until told to stop: its workers take
+ * and drop the pool's lock all the while. */
+static atomic_bool busy_stop;
+
+static void *busy_copies(void *arg)
+{
+    (void)arg;
+    size_t n = 4u << 20;
+    unsigned char *src = malloc(n), *dst = malloc(n);
+    if (src == NULL || dst == NULL)
+        abort();
+    memset(src, 7, n);
+    while (!atomic_load(&busy_stop))
+        us_hostcopy(dst, src, n);
+    free(src);
+    free(dst);
+    return NULL;
+}
+
+/* Forks while other threads copy on the pool: a child inherits the pool's
+ * lock in whatever state it was (held by a worker that does not exist in
+ * the child), so a child's copy must not touch the pool at all. Forty
+ * forks, each child copying 16 MiB under a 5 s alarm: with the pool's lock
+ * taken in the child, some of them hang. */
+static void test_hostcopy_fork_while_the_pool_copies(void **state)
+{
+    (void)state;
+    set_threads(4, 4096);
+    atomic_store(&busy_stop, false);
+    pthread_t busy;
+    assert_int_equal(pthread_create(&busy, NULL, busy_copies, NULL), 0);
+    int hung = 0, wrong = 0;
+    for (int i = 0; i < 40; i++) {
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+            alarm(5);
+            size_t n = (16u << 20) + 3;
+            unsigned char *src = malloc(n), *dst = malloc(n);
+            if (src == NULL || dst == NULL)
+                _exit(2);
+            fill(src, n, 5);
+            us_hostcopy(dst, src, n);
+            _exit(memcmp(src, dst, n) == 0 ? 0 : 1);
+        }
+        int status = 0;
+        assert_int_equal(waitpid(pid, &status, 0), pid);
+        if (WIFSIGNALED(status))
+            hung++;
+        else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+            wrong++;
+    }
+    atomic_store(&busy_stop, true);
+    assert_int_equal(pthread_join(busy, NULL), 0);
+    assert_int_equal(hung, 0);
+    assert_int_equal(wrong, 0);
+}
+
 /* The huge-page advice before a D2H's host copy: a new mapping of 16 MiB,
  * the destination 12 MiB at an unaligned offset. */
 #define ADV_MAP (16u << 20)
@@ -533,6 +592,7 @@ int main(void)
         T(test_hostcopy_workers_sleep_after_lone_copies),
         T(test_hostcopy_announced_copy_wakes_the_workers),
         T(test_hostcopy_after_fork),
+        T(test_hostcopy_fork_while_the_pool_copies),
         T(test_hostcopy_advises_a_new_destination),
         T(test_hostcopy_leaves_used_or_small_destinations),
     };
