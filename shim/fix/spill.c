@@ -170,14 +170,6 @@ bool us_spill_warming(void)
     return atomic_load(&warm_running);
 }
 
-size_t us_spill_touched_bytes(void)
-{
-    pthread_mutex_lock(&spills.mu);
-    size_t bytes = spills.touched;
-    pthread_mutex_unlock(&spills.mu);
-    return bytes;
-}
-
 /* Under spills.mu: the smallest kept buffer of at least `bytes`, out of the list. */
 static struct us_spill *reuse_locked(size_t bytes)
 {
@@ -277,6 +269,11 @@ size_t us_spill_carved_bytes(void)
 size_t us_spill_taken_bytes(void)
 {
     return read_locked(&spills.taken);
+}
+
+size_t us_spill_touched_bytes(void)
+{
+    return read_locked(&spills.touched);
 }
 
 void us_spill_reset(void)

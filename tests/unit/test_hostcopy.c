@@ -413,6 +413,20 @@ static void test_hostcopy_announced_copy_wakes_the_workers(void **state)
 
 /* --- fork ---------------------------------------------------------------------------- */
 
+/* In a forked child: 16 MiB + 3 copied under an alarm of `alarm_s` (a hang
+ * ends by the signal); exits 0 when the bytes are right. */
+static _Noreturn void child_copy(unsigned alarm_s, unsigned seed)
+{
+    alarm(alarm_s);
+    size_t n = (16u << 20) + 3;
+    unsigned char *src = malloc(n), *dst = malloc(n);
+    if (src == NULL || dst == NULL)
+        _exit(2);
+    fill(src, n, seed);
+    us_hostcopy(dst, src, n);
+    _exit(memcmp(src, dst, n) == 0 ? 0 : 1);
+}
+
 static void test_hostcopy_after_fork(void **state)
 {
     (void)state;
@@ -421,17 +435,8 @@ static void test_hostcopy_after_fork(void **state)
     assert_true(us_hostcopy_workers() > 0);
     pid_t pid = fork();
     assert_true(pid >= 0);
-    if (pid == 0) {
-        /* no worker exists here: a pool copy would hang; it must finish alone */
-        alarm(20);
-        size_t n = (16u << 20) + 3;
-        unsigned char *src = malloc(n), *dst = malloc(n);
-        if (src == NULL || dst == NULL)
-            _exit(2);
-        fill(src, n, 3);
-        us_hostcopy(dst, src, n);
-        _exit(memcmp(src, dst, n) == 0 ? 0 : 1);
-    }
+    if (pid == 0) /* no worker exists here: a pool copy would hang; it must finish alone */
+        child_copy(20, 3);
     int status = 0;
     assert_int_equal(waitpid(pid, &status, 0), pid);
     assert_true(WIFEXITED(status));
@@ -474,16 +479,8 @@ static void test_hostcopy_fork_while_the_pool_copies(void **state)
     for (int i = 0; i < 40; i++) {
         pid_t pid = fork();
         assert_true(pid >= 0);
-        if (pid == 0) {
-            alarm(5);
-            size_t n = (16u << 20) + 3;
-            unsigned char *src = malloc(n), *dst = malloc(n);
-            if (src == NULL || dst == NULL)
-                _exit(2);
-            fill(src, n, 5);
-            us_hostcopy(dst, src, n);
-            _exit(memcmp(src, dst, n) == 0 ? 0 : 1);
-        }
+        if (pid == 0)
+            child_copy(5, 5);
         int status = 0;
         assert_int_equal(waitpid(pid, &status, 0), pid);
         if (WIFSIGNALED(status))
