@@ -151,6 +151,45 @@ class FromRuns(unittest.TestCase):
                 row = next(x for x in json.load(f)["rows"] if "first 16 MiB" in x["label"])
             self.assertEqual((row["target"], row["target_met"]), ("<= 0.73", False))
 
+    def test_targets_from_the_links_the_host_and_native(self):
+        """The throughput rows' target is 90% of the slower of the link
+        (pinned copy) and the host copy, the freed row's the caller bound of
+        its own bytes, the launch row's native's worst from the same run."""
+        with tempfile.TemporaryDirectory() as d:
+            for run, (gbps, launch, freed) in (("native", (7.5, 0.150, 52.4)), ("shim", (44.0, 0.140, 3.5))):
+                os.makedirs(os.path.join(d, run))
+                files = {
+                    "case_b": f"RESULT case=B test=throughput bytes=268435456 reps=3 gbps={gbps} ok=1\n"
+                              "RESULT case=B test=link bytes=268435456 reps=3 gbps=55.0 ok=1\n"
+                              "RESULT case=B test=host_copy bytes=268435456 threads=16 gbps=50.0 ok=1\n",
+                    "case_b_freed": f"RESULT case=B test=freed bytes=67108864 kernel_ms=50 rounds=3 held_ms={freed} ok=1\n",
+                    "case_c": f"RESULT case=C test=throughput bytes=268435456 reps=3 gbps={gbps + 2} ok=1\n"
+                              "RESULT case=C test=link bytes=268435456 reps=3 gbps=50.0 ok=1\n"
+                              f"RESULT case=C test=launch_latency copy_bytes=268435456 max_ms={launch} ok=1\n",
+                }
+                for name, text in files.items():
+                    with open(os.path.join(d, run, name + ".out"), "w") as f:
+                        f.write(text)
+                    with open(os.path.join(d, run, name + ".rc"), "w") as f:
+                        f.write("0\n")
+            out = os.path.join(d, "c.json")
+            r = chart_run("--native", os.path.join(d, "native"), "--shim", os.path.join(d, "shim"),
+                          "--json", out, "--svg", os.path.join(d, "c.svg"))
+            self.assertEqual(r.returncode, 0, r.stderr)
+            with open(out) as f:
+                rows = json.load(f)["rows"]
+
+            def row(start):
+                return next(x for x in rows if x["label"].startswith(start))
+            b = row("B: 256 MiB pageable H2D throughput")
+            self.assertEqual((b["target"], b["target_met"]), (">= 45.0", False))  # 0.9 x min(55, 50)
+            c = row("C: 256 MiB pageable D2H throughput")
+            self.assertEqual((c["target"], c["target_met"]), (">= 45.0", True))  # 0.9 x min(50, 50)
+            freed = row("B: 64 MiB pageable H2D from fresh memory")
+            self.assertEqual((freed["target"], freed["target_met"]), ("<= 1.78", False))  # 1.25 x 67.1 MB / 50 GB/s
+            launch = row("C: launch latency of another thread during a 256 MiB pageable D2H loop (max)")
+            self.assertEqual((launch["target"], launch["target_met"]), ("<= 150 (native)", True))
+
     def test_no_figures_is_an_error(self):
         with tempfile.TemporaryDirectory() as d:
             r = chart_run("--native", d, "--shim", d)

@@ -88,7 +88,7 @@ class SmallcopyTable(unittest.TestCase):
         self.assertIn("rows where unstall is slower: 1 ", out)
 
     def test_a_first_call_within_the_margin_is_not_slower(self):
-        # 1 us over: inside the margin (more than 5% and more than 1 us)
+        # 1 us over: inside the margin (more than 3% and more than 1 us)
         native = rows("h2d", 4, [[20.0] + [5.0] * 99] * 3)
         shim = rows("h2d", 4, [[21.0] + [5.0] * 99] * 3)
         got, _ = table(native, shim)

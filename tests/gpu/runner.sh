@@ -41,7 +41,9 @@ run() { # mode, name, env assignments and command...
 for mode in $modes; do
     run "$mode" case_a "$bin/case_a_staged_peer"
     run "$mode" case_b "$bin/case_b_pageable_h2d"
-    run "$mode" case_c "$bin/case_c_pageable_d2h" throughput launch_latency
+    # the freed-source copies alone, so that their first round is the process's first copy
+    run "$mode" case_b_freed "$bin/case_b_pageable_h2d" freed
+    run "$mode" case_c "$bin/case_c_pageable_d2h" throughput link launch_latency
     run "$mode" case_c_deadlock "$bin/case_c_pageable_d2h" deadlock
     run "$mode" case_c_deadlock_1m SCN_C_DEADLOCK_BYTES=1M "$bin/case_c_pageable_d2h" deadlock
     # as the user wrote it: the empty kernel's first launch happens in the

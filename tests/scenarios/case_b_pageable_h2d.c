@@ -21,11 +21,24 @@
  *                SCN_B_KERNEL_MS kernel and the same copy, timed: how long
  *                it held the caller, the source overwritten at once and
  *                checked on the device
+ *   freed        SCN_B_FREED_BYTES (64 MiB) from fresh malloc memory behind a
+ *                SCN_B_FREED_KERNEL_MS (50 ms) kernel, SCN_B_FREED_ROUNDS (3)
+ *                times: the caller memsets the source and frees it as soon
+ *                as the call returns; how long each call held the caller
+ *                (first round, median and worst), the device checked each
+ *                round. make bench runs it alone in a fresh process too
+ *                (run case_b_freed), so that its first round is the
+ *                process's first copy
+ *   link         the link's own bandwidth: SCN_B_LARGE_BYTES from pinned
+ *                memory (cudaMallocHost) on an idle stream, call +
+ *                synchronize, best of SCN_REPS; with host_copy it bounds
+ *                what any pageable H2D can reach (the throughput row's
+ *                target derives from both)
  *   host_copy    the host's own copy bandwidth, which bounds a caller that
  *                must read its whole source before it returns: SCN_B_LARGE_BYTES
  *                of pageable memory copied into memory already mapped by
- *                SCN_B_HOST_THREADS (8, unstall's copy_threads) threads, best of
- *                SCN_REPS; the first_use rows' target derives from it */
+ *                SCN_B_HOST_THREADS (16) threads, best of SCN_REPS; the
+ *                first_use and freed rows' targets derive from it */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -117,6 +130,77 @@ static void test_first_use(const char *test, size_t n, uint64_t seed)
     scn_test_end();
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static void test_freed(void)
+{
+    scn_test("freed", 0);
+    size_t n = scn_env_size("B_FREED_BYTES", 64 * SCN_MIB, 16 * SCN_MIB);
+    double freed_kernel_ms = scn_env_double("B_FREED_KERNEL_MS", 50, 50);
+    int rounds = (int)scn_env_long("B_FREED_ROUNDS", 3, 3);
+    if (rounds < 1 || rounds > 64)
+        rounds = 3;
+    void *dst;
+    SCN_CK(cudaMalloc(&dst, n));
+    cudaStream_t s;
+    SCN_CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    double held[64];
+    bool ok = true;
+    for (int r = 0; r < rounds; r++) {
+        unsigned char *src = malloc(n);
+        if (src == NULL) {
+            scn_result("freed", "error=malloc ok=0");
+            ok = false;
+            rounds = r;
+            break;
+        }
+        scn_fill(src, n, 40 + (uint64_t)r);
+        scn_kernel_sleep(s, freed_kernel_ms);
+        double t0 = scn_now_ms();
+        SCN_CK(cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, s));
+        held[r] = scn_now_ms() - t0;
+        memset(src, 0xee, n); /* the caller is done with it: overwritten, then given back */
+        free(src);
+        SCN_CK(cudaStreamSynchronize(s));
+        ok = scn_device_verify(0, dst, n, 40 + (uint64_t)r) && ok;
+    }
+    if (rounds > 0) {
+        double first = held[0], sorted[64];
+        memcpy(sorted, held, sizeof(double) * (size_t)rounds);
+        qsort(sorted, (size_t)rounds, sizeof(double), cmp_double);
+        scn_result("freed", "bytes=%zu kernel_ms=%.3f rounds=%d first_ms=%.3f median_ms=%.3f held_ms=%.3f ok=%d", n,
+                   freed_kernel_ms, rounds, first, sorted[rounds / 2], sorted[rounds - 1], ok);
+    }
+    SCN_CK(cudaStreamDestroy(s));
+    SCN_CK(cudaFree(dst));
+    scn_test_end();
+}
+
+static void test_link(void *dst, size_t n, cudaStream_t s)
+{
+    scn_test("link", 0);
+    unsigned char *pinned;
+    SCN_CK(cudaMallocHost((void **)&pinned, n));
+    scn_fill(pinned, n, 9);
+    double best = 1e30;
+    for (int r = 0; r < reps + 1; r++) { /* the first call also maps what the pinned copy needs: not counted */
+        double t0 = scn_now_ms();
+        SCN_CK(cudaMemcpyAsync(dst, pinned, n, cudaMemcpyHostToDevice, s));
+        SCN_CK(cudaStreamSynchronize(s));
+        double ms = scn_now_ms() - t0;
+        if (r > 0 && ms < best)
+            best = ms;
+    }
+    bool ok = scn_device_verify(0, dst, n, 9);
+    scn_result("link", "bytes=%zu reps=%d gbps=%.1f ok=%d", n, reps, scn_gbps(n, best), ok);
+    SCN_CK(cudaFreeHost(pinned));
+    scn_test_end();
+}
+
 struct host_part {
     unsigned char *dst;
     const unsigned char *src;
@@ -133,9 +217,9 @@ static void *host_part_copy(void *arg)
 static void test_host_copy(unsigned char *src, size_t n)
 {
     scn_test("host_copy", 0);
-    unsigned threads = (unsigned)scn_env_long("B_HOST_THREADS", 8, 8);
+    unsigned threads = (unsigned)scn_env_long("B_HOST_THREADS", 16, 8);
     if (threads < 1 || threads > 64)
-        threads = 8;
+        threads = 16;
     unsigned char *dst = malloc(n);
     if (dst == NULL) {
         scn_result("host_copy", "error=malloc ok=0");
@@ -186,6 +270,8 @@ int main(int argc, char **argv)
         test_first_use("first_use_small", small, 31);
     if (scn_want("first_use_large"))
         test_first_use("first_use_large", large, 32);
+    if (scn_want("freed"))
+        test_freed();
     unsigned char *src = malloc(most);
     if (src == NULL) {
         scn_result("setup", "error=malloc ok=0");
@@ -212,6 +298,8 @@ int main(int argc, char **argv)
         test_held("held_large", src, dst, large, s, 22);
     if (scn_want("throughput"))
         test_throughput(src, dst, large, s);
+    if (scn_want("link"))
+        test_link(dst, large, s);
     if (scn_want("host_copy"))
         test_host_copy(src, large);
 

@@ -67,7 +67,7 @@ def rows_from_runs(native_dir, shim_dir):
         scale = lambda v: v * row.scale if isinstance(v, float) else v  # noqa: E731
         nv, sv = scale(nv), scale(sv)
         if row.target_from is not None:  # a target that derives from the run (the first-use rows'), as the table's
-            row.target, row.target_text = row.target_from(shim)
+            row.target, row.target_text = row.target_from(shim, native)
         met = None if row.target is None or sv is None else bool(row.target(sv / row.scale if isinstance(sv, float)
                                                                            else sv))
         out.append({"label": row.label(nrow or srow), "unit": row.unit, "better": row.better, "native": nv,

@@ -29,9 +29,11 @@ while [ "$r" -le "$rounds" ]; do
     done
     r=$((r + 1))
 done
-host=$(env LD_PRELOAD="$shim" "$bin" host_copy 2>/dev/null | sed -n 's/.* gbps=\([0-9.]*\).*/\1/p')
+host_line=$(env LD_PRELOAD="$shim" "$bin" host_copy 2>/dev/null | grep 'test=host_copy')
+host=$(echo "$host_line" | sed -n 's/.* gbps=\([0-9.]*\).*/\1/p')
+host_threads=$(echo "$host_line" | sed -n 's/.* threads=\([0-9]*\).*/\1/p')
 echo "firstuse: $rounds fresh processes per variant, taking turns; $bin"
-echo "host copy bandwidth (256 MiB, 8 threads): ${host:-?} GB/s"
+echo "host copy bandwidth (256 MiB, ${host_threads:-?} threads): ${host:-?} GB/s"
 echo
 echo "| variant | copy | held median ms | held worst ms | target ms | data |"
 echo "|---|---|---|---|---|---|"

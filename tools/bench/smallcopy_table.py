@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """smallcopy_table.py - tools/bench/smallcopy.c's rows, native and unstall
 side by side: median, p99, worst and first call in microseconds, and whether
-unstall is slower than native (median, p99 or first call more than 5% and
+unstall is slower than native (median, p99 or first call more than 3% and
 1 us worse: the target holds at every size, first call included).
 
 A file may hold several rounds of the same rows (tools/bench/smallcopy.sh runs
@@ -131,7 +131,7 @@ def rounds_text(rounds):
 
 
 def worse(shim, native):
-    return shim > native * 1.05 and shim > native + 1.0
+    return shim > native * 1.03 and shim > native + 1.0
 
 
 def differs(a, b):
@@ -266,7 +266,7 @@ def main():
         print(f"{key[0]:<10} {size(key[1]):>8} | {n['median_us']:>13.1f} {s['median_us']:>8.1f} | "
               f"{n['p99_us']:>10.1f} {s['p99_us']:>8.1f} | {n['max_us']:>12.1f} {s['max_us']:>8.1f} | "
               f"{n['first_us']:>12.1f} {s['first_us']:>8.1f} |{control_cols} {data:>4} | {verdict}")
-    print(f"rows where unstall is slower: {slower} (a median, p99 or first call > 5% and > 1 us worse, in more of "
+    print(f"rows where unstall is slower: {slower} (a median, p99 or first call > 3% and > 1 us worse, in more of "
           f"the paired rounds than chance explains: one-sided sign test, p < {ALPHA:g}; n/N: the rounds whose own "
           "figure is that much worse, against those where native's is; with 6 rounds or fewer, the figure alone)")
     print(f"rows worse by the margin in a figure that chance explains, and not slower: {by_chance}")

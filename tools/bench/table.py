@@ -40,24 +40,53 @@ class Row:
         self.label, self.get, self.unit, self.better = label, get, unit, better
         self.target, self.target_text, self.scale = target, target_text, scale
         self.shows = shows  # make demo's "what it shows"
-        # target_from(runs) -> (target, target_text): a target that derives
-        # from another figure of the same run (the host's copy bandwidth)
+        # target_from(shim_runs, native_runs) -> (target, target_text): a
+        # target that derives from other figures of the same run (the host's
+        # copy bandwidth, the link's, native's figure in the same row)
         self.target_from = target_from
 
 
-def first_use_bound(test):
-    """The first-use rows' target: a caller that must read its whole source
-    before it returns needs bytes / the host's copy bandwidth (case B's
-    host_copy test, the same run); 1.25 times that plus 0.1 ms."""
-    def target_from(runs):
-        r = runs.get("case_b")
-        host = num(r.row("B", "host_copy"), "gbps") if r else None
+def caller_bound(run, test):
+    """The target of a row where a caller waits only for its source to be
+    read (a first use, a source freed on return): a caller that must read its
+    whole source before it returns needs bytes / the host's copy bandwidth
+    (case B's host_copy test, the same run); 1.25 times that plus 0.1 ms."""
+    def target_from(runs, native=None):
+        r, rb = runs.get(run), runs.get("case_b")
+        host = num(rb.row("B", "host_copy"), "gbps") if rb else None
         x = r.row("B", test) if r else None
         n = num(x, "bytes") if x is not None else None
         if not host or not n:
             return None, "-"
         bound_ms = 1.25 * n / (host * 1e9) * 1e3 + 0.1
         return (lambda v: v <= bound_ms), f"<= {bound_ms:.2f}"
+    return target_from
+
+
+def bandwidth_bound(case, run):
+    """The throughput rows' target: 90% of what the slower of the two legs
+    allows, the link (the same copy from or into pinned memory, the case's
+    link test) and the host's copy into mapped memory (case B's host_copy),
+    both from the same run."""
+    def target_from(runs, native=None):
+        rl, rb = runs.get(run), runs.get("case_b")
+        link = num(rl.row(case, "link"), "gbps") if rl else None
+        host = num(rb.row("B", "host_copy"), "gbps") if rb else None
+        if not link or not host:
+            return None, "-"
+        bound = 0.9 * min(link, host)
+        return (lambda v: v >= bound), f">= {bound:.1f}"
+    return target_from
+
+
+def no_worse_than_native(run, case, test, key, scale=1.0, fmt="{:.0f}"):
+    """A target that is native's own figure in the same run: unstall no worse."""
+    def target_from(runs, native=None):
+        r = native.get(run) if native else None
+        v = num(r.row(case, test), key) if r else None
+        if v is None:
+            return None, "-"
+        return (lambda s: s <= v), "<= " + fmt.format(v * scale) + " (native)"
     return target_from
 
 
@@ -129,23 +158,32 @@ def rows():
         Row(lambda x: f"B: {mib(x)} pageable H2D behind a {kms(x)} kernel, caller held",
             field("case_b", "B", "held_large", "held_ms"), "ms", "lower", lambda v: v < 40, "< 40"),
         Row(lambda x: f"B: {mib(x)} pageable H2D throughput", field("case_b", "B", "throughput", "gbps"), "GB/s",
-            "higher", lambda v: v >= 15, ">= 15"),
+            "higher", target_from=bandwidth_bound("B", "case_b")),
     ] + [
         Row((lambda t: lambda x: f"B: a process's first {mib(x)} pageable H2D behind a {kms(x)} kernel (the copy "
              "once on the idle stream first, nothing else before it), caller held")(test),
-            field("case_b", "B", test, "held_ms"), "ms", "lower", target_from=first_use_bound(test))
+            field("case_b", "B", test, "held_ms"), "ms", "lower", target_from=caller_bound("case_b", test))
         for test in ("first_use_small", "first_use_large")
+    ] + [
+        Row(lambda x: f"B: {mib(x)} pageable H2D from fresh memory behind a {kms(x)} kernel, the source overwritten "
+            f"and freed on return, {x.get('rounds', '?') if x else '?'} rounds from a process's first copy, "
+            "caller held (worst)", field("case_b_freed", "B", "freed", "held_ms"), "ms", "lower",
+            target_from=caller_bound("case_b_freed", "freed")),
+        Row(lambda x: f"B: the link, {mib(x)} H2D from pinned memory", field("case_b", "B", "link", "gbps"),
+            "GB/s", "higher"),
     ] + [
         Row(lambda x: f"B: the host's copy bandwidth, {mib(x)} into mapped memory on "
             f"{x.get('threads', '?') if x else '?'} threads", field("case_b", "B", "host_copy", "gbps"), "GB/s",
             "higher"),
         Row(lambda x: f"C: {mib(x)} pageable D2H throughput", field("case_c", "C", "throughput", "gbps"), "GB/s",
-            "higher", lambda v: v >= 25, ">= 25"),
+            "higher", target_from=bandwidth_bound("C", "case_c")),
         Row(lambda x: f"C: {mib(x)} pageable D2H throughput into fresh memory",
             field("case_c", "C", "throughput", "fresh_gbps"), "GB/s", "higher"),
+        Row(lambda x: f"C: the link, {mib(x)} D2H into pinned memory", field("case_c", "C", "link", "gbps"),
+            "GB/s", "higher"),
         Row(lambda x: f"C: launch latency of another thread during a {mib(x)} pageable D2H loop (max)",
-            field("case_c", "C", "launch_latency", "max_ms"), "us", "lower", lambda v: v <= 0.3, "<= 300",
-            scale=1000.0),
+            field("case_c", "C", "launch_latency", "max_ms"), "us", "lower", scale=1000.0,
+            target_from=no_worse_than_native("case_c", "C", "launch_latency", "max_ms", 1000.0)),
         Row(lambda x: f"C: launch latency of another thread during a {mib(x)} pageable D2H loop (p99)",
             field("case_c", "C", "launch_latency", "p99_ms"), "us", "lower", scale=1000.0),
         Row(lambda x: f"C: a {mib(x)} D2H on stream 0 whose stream waits for another thread's launch", outcome("case_c_deadlock"), "", "text",
@@ -242,7 +280,7 @@ def table(native, shim):
         else:
             ratio = f"{sv / nv:.2f}" if nv else "-"
         if row.target_from is not None:
-            row.target, row.target_text = row.target_from(shim)
+            row.target, row.target_text = row.target_from(shim, native)
         if row.target is None or sv is None:
             met = "-"
         else:
