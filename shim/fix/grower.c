@@ -191,6 +191,24 @@ static bool start_locked(void)
     return true;
 }
 
+/* Under grower.mu: whether the thread runs, started now if it never was. */
+static bool running_locked(void)
+{
+    if (grower.state == GROWER_NOT_STARTED)
+        grower.state = start_locked() ? GROWER_RUNNING : GROWER_FAILED;
+    return grower.state == GROWER_RUNNING;
+}
+
+bool us_grower_start(void)
+{
+    if (atomic_load(&us_lifecycle_in_forked_child))
+        return false;
+    pthread_mutex_lock(&grower.mu);
+    bool running = running_locked();
+    pthread_mutex_unlock(&grower.mu);
+    return running;
+}
+
 bool us_grower_request(const struct us_grower_pool *pool, int device, size_t slot_bytes, unsigned count)
 {
     if (atomic_load(&us_lifecycle_in_forked_child))
@@ -198,9 +216,7 @@ bool us_grower_request(const struct us_grower_pool *pool, int device, size_t slo
     if (count == 0)
         return true; /* nothing to add */
     pthread_mutex_lock(&grower.mu);
-    if (grower.state == GROWER_NOT_STARTED)
-        grower.state = start_locked() ? GROWER_RUNNING : GROWER_FAILED;
-    bool running = grower.state == GROWER_RUNNING;
+    bool running = running_locked();
     if (running) {
         unsigned i = 0;
         while (i < grower.queued && grower.queue[i].slot_bytes != slot_bytes)

@@ -35,6 +35,12 @@ struct us_grower_pool {
     bool (*add_free)(size_t slot_bytes);                    /* pins one more; false: stop */
 };
 
+/* Starts the thread now if it is not running (the pool's first pinning,
+ * us_staging_warm), so that a process's first copy that asks for slots
+ * does not pay its start (thread creation, 0.1-0.2 ms inside a first
+ * H2D on an H200 host). false: there is no grower (as below). */
+bool us_grower_start(void);
+
 /* Asks for `count` slots of `slot_bytes` to be available (free, or released
  * with their work done) in the pool, allocating those missing with `device`
  * current. Returns at once (count 0: nothing to do, true). false: there is

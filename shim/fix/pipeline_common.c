@@ -292,8 +292,8 @@ US_HOT void us_pipe_release(struct us_pipe_slots *s)
     s->n = 0;
 }
 
-US_HOT cudaError_t us_pipe_copy_chunk(const struct us_pipe *p, void *dst, const void *src, size_t bytes,
-                                      enum cudaMemcpyKind kind)
+static cudaError_t copy_part(const struct us_pipe *p, void *dst, const void *src, size_t bytes,
+                             enum cudaMemcpyKind kind)
 {
     if (p->drv != NULL) {
         CUresult r = kind == cudaMemcpyDeviceToHost
@@ -303,6 +303,24 @@ US_HOT cudaError_t us_pipe_copy_chunk(const struct us_pipe *p, void *dst, const 
             return cudaSuccess;
     }
     return p->real->cudaMemcpyAsync(dst, src, bytes, kind, p->stream);
+}
+
+/* In parts that end where the slot's registered pieces end (staging.h): a
+ * copy across two registrations is refused. A slot of 2 MiB or less lies in
+ * one piece, and its copy is one call. */
+US_HOT cudaError_t us_pipe_copy_chunk(const struct us_pipe *p, void *dst, const void *src, size_t bytes,
+                                      enum cudaMemcpyKind kind)
+{
+    bool to_host = kind == cudaMemcpyDeviceToHost;
+    for (;;) {
+        size_t part = us_staging_piece_room(to_host ? dst : src, bytes);
+        cudaError_t err = copy_part(p, dst, src, part, kind);
+        if (err != cudaSuccess || part == bytes)
+            return err;
+        dst = (char *)dst + part;
+        src = (const char *)src + part;
+        bytes -= part;
+    }
 }
 
 US_HOT cudaError_t us_pipe_record(const struct us_pipe *p, cudaEvent_t event)

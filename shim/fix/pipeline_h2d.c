@@ -302,7 +302,7 @@ static bool issue(const struct us_copy *c, const struct us_ctx *home, cudaError_
                                  "a pageable H2D of up to h2d_idle_native_bytes on a stream with no work queued went "
                                  "native: the driver waits for nothing then, and is as fast"))
         return false;
-    us_spill_warm_later(); /* the program copies pageable memory to the device: its first large spill may come */
+    us_spill_warm_start(); /* the program copies pageable memory to the device: its first large spill may come */
     unsigned cap = us_pipe_claim_cap();
     struct us_pipe_slots s;
     if (!us_pipe_claim(&p, cap, US_PIPE_CLAIM_AVAILABLE, &s)) {

@@ -12,9 +12,12 @@
  * warm_pinned bytes are faulted in when it is reserved: a process's first
  * spill into new memory ran at 5.6 GB/s on an H100 host (its huge pages
  * zeroed, and compacted where none were free), against about 30 GB/s into
- * memory already in. After the process's first rewritten pageable H2D a
+ * memory already in. From the program's first device allocation a
  * background thread faults in more of it, up to spill_warm
- * (us_spill_warm_later). */
+ * (us_spill_warm_start): started at the first pageable H2D instead, a
+ * process's first 64 MiB H2D behind a kernel spilled into new memory and
+ * held its caller 2.7-3.6 ms on an H200 host, against 1.2-1.3 ms for the
+ * next ones (tools/bench/probe.sh's steps, case B's freed test). */
 #include "spill.h"
 
 #include <pthread.h>
@@ -106,7 +109,7 @@ void us_spill_reserve(size_t warm_bytes)
     pthread_mutex_unlock(&spills.mu);
 }
 
-/* The background warming (us_spill_warm_later): started once; the tests'
+/* The background warming (us_spill_warm_start): started once; the tests'
  * reset stops it and waits for it. */
 static atomic_bool warm_started, warm_stop, warm_running;
 
@@ -152,7 +155,7 @@ static void *warm_main(void *arg)
     return NULL;
 }
 
-void us_spill_warm_later(void)
+void us_spill_warm_start(void)
 {
     if (atomic_load_explicit(&warm_started, memory_order_relaxed) || atomic_exchange(&warm_started, true))
         return;

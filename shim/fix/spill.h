@@ -31,13 +31,15 @@ struct us_spill;
  * memory already in; nothing when spill_max is 0. */
 void us_spill_reserve(size_t warm_bytes);
 
-/* After the process's first rewritten pageable H2D (pipeline_h2d.c): once,
- * a background thread faults the region in up to option spill_warm, 2 MiB
- * at a time, so that a first large copy behind queued work spills into
- * memory already in (into new memory the kernel zeroes each page as the copy
- * first writes it). Not in a forked child; nothing when spill_warm or
- * spill_max is 0. Cheap after the first call (one atomic load). */
-void us_spill_warm_later(void);
+/* After the program's first device allocation (us_staging_warm; where
+ * pageable H2D copies are rewritten), or its first rewritten pageable H2D
+ * if that comes first (pipeline_h2d.c): once, a background thread faults
+ * the region in up to option spill_warm, 2 MiB at a time, so that a first
+ * large copy behind queued work spills into memory already in (into new
+ * memory the kernel zeroes each page as the copy first writes it). Not in a
+ * forked child; nothing when spill_warm or spill_max is 0. Cheap after the
+ * first call (one atomic load). */
+void us_spill_warm_start(void);
 
 /* Whether that thread still runs, and how far the region's pages are in
  * (warmed, or carved before): tests. */

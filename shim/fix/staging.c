@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <time.h>
 
 #include "config.h"
 #include "context.h"
@@ -82,25 +83,84 @@ static void fault_in(void *p, size_t bytes)
  * forked child (a DataLoader worker) must not share the pages copy-on-write,
  * or the parent's next write to a slot would move it to a new page while the
  * GPU still reads the old one. NULL: mapping or registration failed (the
- * caller falls back to cudaHostAlloc). */
-static void *map_and_register(size_t bytes)
+ * caller falls back to cudaHostAlloc).
+ *
+ * in_pieces: registered in pieces that end at multiples of
+ * US_STAGING_PIN_PIECE (staging.h), `pause` between them. Another thread's
+ * kernel launch waits for a registration in progress: on an H200 host
+ * (tools/bench/launch_hold.cu, memory faulted in, huge pages) registering
+ * 8 MiB took 300-520 us on average and held a launch up to 0.8-1.2 ms,
+ * 2 MiB 140-170 us and 0.3-0.4 ms (launches alone: 0.06-0.13 ms at worst;
+ * natively, during a loop of pageable D2H copies: 0.06-0.44 ms). The pause
+ * lets a launch that waited take the driver before the next piece. */
+#define PIECE_PAUSE_US 50
+
+/* A mapping of `bytes` that starts on a multiple of US_STAGING_PIN_PIECE,
+ * so that its slots' offsets say where pieces end (grow_block), and huge
+ * pages fill it; the rest of the larger mapping goes back. NULL: none. */
+static char *map_on_piece(size_t bytes)
+{
+    size_t piece = US_STAGING_PIN_PIECE;
+    bytes = (bytes + 4095) & ~(size_t)4095; /* munmap's unit */
+    char *m = mmap(NULL, bytes + piece, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED)
+        return NULL;
+    char *p = m + us_staging_piece_room(m, piece) % piece; /* the next multiple, or m itself */
+    if (p > m)
+        munmap(m, (size_t)(p - m));
+    size_t tail = (size_t)(m + bytes + piece - (p + bytes));
+    if (tail > 0)
+        munmap(p + bytes, tail);
+    return p;
+}
+
+static void *map_and_register(size_t bytes, bool in_pieces, bool pause)
 {
     const struct us_real_api *real = us_real();
     if (real->cudaHostRegister == NULL)
         return NULL;
-    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED)
+    char *p = map_on_piece(bytes);
+    if (p == NULL)
         return NULL;
     (void)madvise(p, bytes, MADV_DONTFORK);
+    uint64_t began = us_now_ns();
     fault_in(p, bytes);
-    cudaError_t err = real->cudaHostRegister(p, bytes, cudaHostRegisterPortable);
+    uint64_t faulted = us_now_ns(), registering = 0, longest = 0;
+    unsigned pieces = 0;
+    size_t at = 0;
+    cudaError_t err = cudaSuccess;
+    while (at < bytes) {
+        size_t len = in_pieces ? us_staging_piece_room(p + at, bytes - at) : bytes - at;
+        uint64_t t0 = us_now_ns();
+        err = real->cudaHostRegister(p + at, len, cudaHostRegisterPortable);
+        uint64_t took = us_now_ns() - t0;
+        registering += took;
+        longest = took > longest ? took : longest;
+        pieces++;
+        if (err != cudaSuccess)
+            break;
+        at += len;
+        if (pause && at < bytes) {
+            struct timespec gap = {0, PIECE_PAUSE_US * 1000L};
+            nanosleep(&gap, NULL);
+        }
+    }
     if (err != cudaSuccess) {
         us_log_once(&logged_register, US_LOG_INFO,
                     "cudaHostRegister of %zu bytes of staging failed (%s): staging comes from cudaHostAlloc", bytes,
                     us_real_error_name(err));
+        for (size_t done = 0; done < at;) { /* the pieces registered before it */
+            size_t len = in_pieces ? us_staging_piece_room(p + done, at - done) : at - done;
+            (void)real->cudaHostUnregister(p + done);
+            done += len;
+        }
         munmap(p, bytes);
         return NULL;
     }
+    /* what another thread's CUDA calls may have waited for: its timing */
+    us_log(US_LOG_DEBUG, "staging: pinned %zu bytes at %.3f ms (monotonic clock): faulted in in %.0f us, %u "
+           "registration(s) in %.0f us, the longest %.0f us", bytes, (double)began / 1e6,
+           (double)(faulted - began) / 1e3, pieces, (double)registering / 1e3, (double)longest / 1e3);
     return p;
 }
 
@@ -109,7 +169,7 @@ static void *map_and_register(size_t bytes)
  * runtime), else in the current context (*owner says which: its end frees
  * the memory; see us_staging_forget_device/_context). Never freed: the pool
  * only grows. */
-static bool pinned_alloc(size_t bytes, void **out, struct us_pinned_owner *owner)
+static bool pinned_alloc(size_t bytes, bool in_pieces, bool pause, void **out, struct us_pinned_owner *owner)
 {
     if (!reserve(bytes))
         return false;
@@ -123,7 +183,7 @@ static bool pinned_alloc(size_t bytes, void **out, struct us_pinned_owner *owner
             owner->ctx = here->id;
     }
     us_hostpages_own_mapping_begin(); /* fresh memory: pages remembered pageable stay so */
-    void *p = map_and_register(bytes);
+    void *p = map_and_register(bytes, in_pieces, pause);
     cudaError_t err = cudaSuccess;
     if (p == NULL)
         err = us_real()->cudaHostAlloc(&p, bytes, cudaHostAllocPortable);
@@ -142,7 +202,8 @@ static bool pinned_alloc(size_t bytes, void **out, struct us_pinned_owner *owner
 
 bool us_staging_ring_alloc(size_t bytes, void **out, struct us_pinned_owner *owner)
 {
-    return pinned_alloc(bytes, out, owner);
+    /* a lane's ring is one registration: its copies are not split (pipeline_peer.c) */
+    return pinned_alloc(bytes, false, false, out, owner);
 }
 
 void us_staging_ring_forget(size_t bytes)
@@ -241,9 +302,13 @@ US_HOT static unsigned claim_locked(unsigned got, unsigned want, size_t min_byte
 }
 
 /* A new block of n slots of sizes[i] bytes, one pinned allocation: claimed
- * into out[0..n) when out is not NULL, else free in the pool. false: no
- * budget, or the allocation failed (logged once each). The sizes are
- * multiples of US_STAGING_MIN_SLOT, so every slot starts on a page. */
+ * into out[0..n) when out is not NULL, else free in the pool (the grower's:
+ * a pause between its registration's pieces). false: no budget, or the
+ * allocation failed (logged once each). The sizes are multiples of
+ * US_STAGING_MIN_SLOT. Laid out largest first, so that a block of powers of
+ * two (us_staging_warm's) puts every slot on a multiple of its size: none of
+ * 2 MiB or less crosses the end of a registered piece, and a small copy
+ * through it stays one call. */
 static bool grow_block(const size_t *sizes, unsigned n, struct us_slot **out)
 {
     struct block *b = calloc(1, sizeof *b + n * sizeof b->slots[0]);
@@ -255,12 +320,16 @@ static bool grow_block(const size_t *sizes, unsigned n, struct us_slot **out)
     for (unsigned i = 0; i < n; i++)
         total += sizes[i];
     void *mem;
-    if (!pinned_alloc(total, &mem, &b->owner)) {
+    if (!pinned_alloc(total, true, out == NULL, &mem, &b->owner)) {
         free(b);
         return false;
     }
     b->n = n;
-    for (size_t i = 0, off = 0; i < n; off += sizes[i], i++) {
+    for (unsigned i = 0; i < n; i++) {
+        size_t off = 0; /* the slots larger than this one, and those as large before it, come first */
+        for (unsigned j = 0; j < n; j++)
+            if (sizes[j] > sizes[i] || (sizes[j] == sizes[i] && j < i))
+                off += sizes[j];
         b->slots[i] = (struct us_slot){
             .ptr = (char *)mem + off, .bytes = sizes[i], .pending_ctx = -1, .claimed = out != NULL};
         if (out != NULL)
@@ -471,8 +540,11 @@ void us_staging_warm(const void *device_bytes, size_t size)
     const struct us_real_api *real = us_real();
     if (!cfg->fix || (!cfg->fix_d2h && !cfg->fix_h2d) || us_real_missing_for_rewrite(real) != NULL)
         return;
-    if (cfg->fix_h2d) /* as much ordinary memory, faulted in, for the first spills (spill.h) */
+    if (cfg->fix_h2d) { /* as much ordinary memory, faulted in, for the first spills (spill.h), and more behind */
         us_spill_reserve(cfg->warm_pinned);
+        us_spill_warm_start();
+    }
+    (void)us_grower_start(); /* the first copy that wants slots finds it running */
     size_t sizes[US_STAGING_MAX_CLAIM];
     size_t budget = cfg->warm_pinned < cfg->pinned_max / 2 ? cfg->warm_pinned : cfg->pinned_max / 2;
     unsigned n = warm_sizes(budget, sizes, US_STAGING_MAX_CLAIM);

@@ -125,7 +125,7 @@ shimmed first_use FAKECUDA_HOST_ALLOC_US_PER_MIB=400 FAKECUDA_HOST_REGISTER_US_P
 # each the process's first copies, pinning as costly as on an H100, with a cold
 # pool (warm_pinned=0: the first cudaMalloc pins one 64 KiB slot): nothing
 # beyond the inline budget is pinned inside a copy, the grower does the rest
-for t in first_use_large first_use_small_d2h first_use_capture grower_lazy first_malloc_pins_a_slot; do
+for t in first_use_large first_use_small_d2h first_use_capture grower_at_first_malloc first_malloc_pins_a_slot; do
     run "${t}_native" LD_LIBRARY_PATH="$fake" LD_PRELOAD="${SAN_PRELOAD:+$SAN_PRELOAD }$rec" PIPE_NATIVE=1 FAKECUDA_HOST_ALLOC_US_PER_MIB=400 FAKECUDA_HOST_REGISTER_US_PER_MIB=110 \
         "$prog" "$t"
     run "$t" LD_LIBRARY_PATH="$fake" LD_PRELOAD="$preload $rec" FAKECUDA_HOST_ALLOC_US_PER_MIB=400 FAKECUDA_HOST_REGISTER_US_PER_MIB=110 \

@@ -3,6 +3,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,6 +14,7 @@ struct launcher {
     double dur_ms;
     double *lat;
     size_t cap, n;
+    bool trace; /* SCN_LAT_TRACE=1: each launch over 1 ms on stderr, with when it began */
 };
 
 static void *launcher_main(void *arg)
@@ -30,7 +32,10 @@ static void *launcher_main(void *arg)
         if (t0 >= end)
             break;
         scn_kernel_empty(s);
-        l->lat[l->n++] = scn_now_ms() - t0;
+        double took = scn_now_ms() - t0;
+        l->lat[l->n++] = took;
+        if (took > 1.0 && l->trace) /* when, to be set beside what else ran then */
+            fprintf(stderr, "launch over 1 ms: at %.3f ms (monotonic clock), %.3f ms\n", t0, took);
         if (l->n % 64 == 0)
             SCN_CK(cudaStreamSynchronize(s));
     }
@@ -51,6 +56,7 @@ static void *copier_main(void *arg)
     SCN_CK(cudaSetDevice(0));
     cudaStream_t s;
     SCN_CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    bool trace = scn_env_long("LAT_TRACE", 0, 0) == 1; /* each copy on stderr, with when it began */
     l->ok = true;
     while (!atomic_load(&c->stop)) {
         /* spoil both ends: the copy must write them again */
@@ -58,8 +64,12 @@ static void *copier_main(void *arg)
         l->host[l->n - 1] ^= 0xFF;
         double t0 = scn_now_ms();
         SCN_CK(cudaMemcpyAsync(l->host, l->dsrc, l->n, cudaMemcpyDeviceToHost, s));
+        double called = scn_now_ms();
         SCN_CK(cudaStreamSynchronize(s));
         l->copy_ms += scn_now_ms() - t0;
+        if (trace)
+            fprintf(stderr, "copy: at %.3f ms (monotonic clock), call %.3f ms, done %.3f ms\n", t0, called - t0,
+                    scn_now_ms() - t0);
         l->copies++;
         atomic_store(&c->started, true);
         size_t edge = l->n < 64 ? l->n : 64;
@@ -83,7 +93,7 @@ static bool run_launcher(struct launcher *l)
 
 bool scn_launch_latency(struct scn_latency *l)
 {
-    struct launcher b = {.cap = 4u << 20};
+    struct launcher b = {.cap = 4u << 20, .trace = scn_env_long("LAT_TRACE", 0, 0) == 1};
     b.lat = malloc(b.cap * sizeof *b.lat);
     if (b.lat == NULL || l->n == 0)
         return false;

@@ -110,7 +110,7 @@ static void wait_warmed(void)
     assert_false(us_spill_warming());
 }
 
-/* us_spill_warm_later: once, a thread faults the region in up to
+/* us_spill_warm_start: once, a thread faults the region in up to
  * spill_warm; a spill there then writes memory already in. Bounded by
  * spill_max; a second call starts nothing. */
 static void test_spill_warmed_later_in_the_background(void **state)
@@ -119,12 +119,12 @@ static void test_spill_warmed_later_in_the_background(void **state)
     set_spill_warm(6 * MiB);
     us_spill_reserve(2 * MiB);
     assert_int_equal(us_spill_touched_bytes(), 2 * MiB);
-    us_spill_warm_later();
+    us_spill_warm_start();
     wait_warmed();
     assert_int_equal(us_spill_touched_bytes(), 6 * MiB);
     assert_warm_up_to(6 * MiB);
     set_spill_warm(64 * MiB); /* more than spill_max (16 MiB), and asked again: nothing more */
-    us_spill_warm_later();
+    us_spill_warm_start();
     assert_false(us_spill_warming());
     assert_int_equal(us_spill_touched_bytes(), 8 * MiB); /* carved */
 }
@@ -133,13 +133,13 @@ static void test_spill_warming_bounded_and_off(void **state)
 {
     (void)state;
     set_spill_warm(64 * MiB);
-    us_spill_warm_later();
+    us_spill_warm_start();
     wait_warmed();
     assert_int_equal(us_spill_touched_bytes(), 16 * MiB); /* spill_max */
     us_spill_reset();
     set_spill_max(16 * MiB);
     set_spill_warm(0);
-    us_spill_warm_later();
+    us_spill_warm_start();
     assert_false(us_spill_warming());
     assert_int_equal(us_spill_touched_bytes(), 0);
 }

@@ -655,9 +655,21 @@ static void test_staging_warm_pins_the_ladder_in_one_block(void **state)
     assert_int_equal(s[1]->bytes, 2 * US_STAGING_MIN_SLOT);
     assert_int_equal(s[2]->bytes, 4 * US_STAGING_MIN_SLOT);
     assert_int_equal(s[3]->bytes, 4 * US_STAGING_MIN_SLOT);
-    for (unsigned i = 0; i + 1 < 4; i++) /* carved from one block, none overlapping */
-        assert_true(s[i]->ptr + s[i]->bytes <= s[i + 1]->ptr);
-    assert_true((const char *)dma->dst + 4 <= s[0]->ptr); /* the DMA went into the block's first slot (64 KiB) */
+    /* carved from one block, none overlapping, laid out largest first: each
+     * slot at a multiple of its size from the block's start, so that none of
+     * 2 MiB or less crosses the end of a registered piece
+     * (US_STAGING_PIN_PIECE); for powers of two, any two slots lie a
+     * multiple of the smaller one's size apart */
+    for (unsigned i = 0; i < 4; i++)
+        for (unsigned j = 0; j < 4; j++) {
+            size_t smaller = s[i]->bytes < s[j]->bytes ? s[i]->bytes : s[j]->bytes;
+            assert_true(i == j || s[i]->ptr + s[i]->bytes <= s[j]->ptr || s[j]->ptr + s[j]->bytes <= s[i]->ptr);
+            assert_int_equal((size_t)(s[i]->ptr > s[j]->ptr ? s[i]->ptr - s[j]->ptr : s[j]->ptr - s[i]->ptr) % smaller,
+                             0);
+        }
+    assert_true(s[2]->ptr < s[0]->ptr); /* larger first */
+    for (unsigned i = 0; i < 4; i++) /* the DMA went into one of the 64 KiB slots, not these */
+        assert_true((const char *)dma->dst + 4 <= s[i]->ptr || (const char *)dma->dst >= s[i]->ptr + s[i]->bytes);
     assert_memory_equal(dma->dst, device_bytes, 4);
     us_staging_release(s, 4, NULL);
     assert_int_equal(fake_cuda_count(FAKE_cudaHostAlloc), 1);
