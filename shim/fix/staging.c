@@ -92,7 +92,8 @@ static void fault_in(void *p, size_t bytes)
  * 8 MiB took 300-520 us on average and held a launch up to 0.8-1.2 ms,
  * 2 MiB 140-170 us and 0.3-0.4 ms (launches alone: 0.06-0.13 ms at worst;
  * natively, during a loop of pageable D2H copies: 0.06-0.44 ms). The pause
- * lets a launch that waited take the driver before the next piece. */
+ * lets a launch that waited take the driver before the next piece, and a
+ * copy being issued then finishes issuing first (us_grower_yield_to_copies). */
 #define PIECE_PAUSE_US 50
 
 /* A mapping of `bytes` that starts on a multiple of US_STAGING_PIN_PIECE,
@@ -143,6 +144,7 @@ static void *map_and_register(size_t bytes, bool in_pieces, bool pause)
         if (pause && at < bytes) {
             struct timespec gap = {0, PIECE_PAUSE_US * 1000L};
             nanosleep(&gap, NULL);
+            us_grower_yield_to_copies(); /* as before each slot: a copy being issued goes first */
         }
     }
     if (err != cudaSuccess) {
@@ -540,10 +542,8 @@ void us_staging_warm(const void *device_bytes, size_t size)
     const struct us_real_api *real = us_real();
     if (!cfg->fix || (!cfg->fix_d2h && !cfg->fix_h2d) || us_real_missing_for_rewrite(real) != NULL)
         return;
-    if (cfg->fix_h2d) { /* as much ordinary memory, faulted in, for the first spills (spill.h), and more behind */
+    if (cfg->fix_h2d) /* as much ordinary memory, faulted in, for the first spills (spill.h) */
         us_spill_reserve(cfg->warm_pinned);
-        us_spill_warm_start();
-    }
     (void)us_grower_start(); /* the first copy that wants slots finds it running */
     size_t sizes[US_STAGING_MAX_CLAIM];
     size_t budget = cfg->warm_pinned < cfg->pinned_max / 2 ? cfg->warm_pinned : cfg->pinned_max / 2;
@@ -566,6 +566,11 @@ void us_staging_warm(const void *device_bytes, size_t size)
     }
     us_state_leave();
     real->cudaThreadExchangeStreamCaptureMode(&mode);
+    /* more of the spill, in the background; after the block, whose page
+     * faults it would slow (16 MiB faulted in in 12.7 ms beside it on an
+     * H200 host, against 2-3 ms alone) */
+    if (cfg->fix_h2d)
+        us_spill_warm_start();
 }
 
 unsigned us_staging_missing(size_t slot_bytes, unsigned count)

@@ -194,24 +194,18 @@ static bool is_pinned(enum fc_mem k)
 /* Checks one side of a copy. `claimed_device`: the kind says this side is
  * device memory, which pageable memory cannot be (measured: InvalidValue);
  * device, pinned and registered memory can. A range that leaves its device
- * allocation is invalid. One that starts in a pinned or registered range
- * and leaves it is invalid for an asynchronous copy (measured on an H200,
- * CUDA 13.0: into the next registered range or into memory not registered,
- * either direction: tests/conformance/registered_span.c); a synchronous one
- * counts it as pageable. */
-static cudaError_t classify_side(const void *p, size_t extent, bool claimed_device, bool peer_api, bool async,
+ * allocation is invalid, and so is one that starts in a pinned or registered
+ * range and leaves it (measured on an H200, CUDA 13.0: into the next
+ * registered range or into memory not registered, either direction,
+ * cudaMemcpy and cudaMemcpyAsync alike: tests/conformance/registered_span.c). */
+static cudaError_t classify_side(const void *p, size_t extent, bool claimed_device, bool peer_api,
                                  struct fc_mem_info *m)
 {
     if (p == NULL)
         return cudaErrorInvalidValue;
     fc_mem_lookup(p, m);
-    if (m->kind == FC_MEM_DEVICE && !fc_mem_covers(m, p, extent))
+    if ((m->kind == FC_MEM_DEVICE || is_pinned(m->kind)) && !fc_mem_covers(m, p, extent))
         return cudaErrorInvalidValue;
-    if (is_pinned(m->kind) && !fc_mem_covers(m, p, extent)) {
-        if (async)
-            return cudaErrorInvalidValue;
-        m->kind = FC_MEM_PAGEABLE;
-    }
     if (claimed_device && m->kind == FC_MEM_PAGEABLE)
         return cudaErrorInvalidValue;
     if (peer_api && m->kind != FC_MEM_DEVICE)
@@ -315,9 +309,9 @@ static cudaError_t do_copy(const struct fc_copy_args *a)
     struct fc_mem_info sm, dm;
     bool src_dev = a->kind == cudaMemcpyDeviceToHost || a->kind == cudaMemcpyDeviceToDevice;
     bool dst_dev = a->kind == cudaMemcpyHostToDevice || a->kind == cudaMemcpyDeviceToDevice;
-    cudaError_t err = classify_side(a->src, (a->height - 1) * a->spitch + a->width, src_dev, a->peer_api, !a->sync, &sm);
+    cudaError_t err = classify_side(a->src, (a->height - 1) * a->spitch + a->width, src_dev, a->peer_api, &sm);
     if (err == cudaSuccess)
-        err = classify_side(a->dst, (a->height - 1) * a->dpitch + a->width, dst_dev, a->peer_api, !a->sync, &dm);
+        err = classify_side(a->dst, (a->height - 1) * a->dpitch + a->width, dst_dev, a->peer_api, &dm);
     if (err != cudaSuccess)
         return err;
 
@@ -520,7 +514,7 @@ static cudaError_t do_memset(void *dst, int value, size_t count, cudaStream_t st
     if (count == 0)
         return cudaSuccess;
     struct fc_mem_info m;
-    cudaError_t err = classify_side(dst, count, true, false, false, &m);
+    cudaError_t err = classify_side(dst, count, true, false, &m);
     if (err != cudaSuccess)
         return err;
     pthread_mutex_lock(&fc_g.mu);

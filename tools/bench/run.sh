@@ -8,8 +8,9 @@
 # timeline of case B) to BENCH_SVG (BUILD_DIR/bench.svg) and its figures to
 # BENCH_JSON (BUILD_DIR/bench.json). Every figure comes from the programs'
 # RESULT lines and the shim's JSON report. Then the small-copy tables
-# (tools/bench/smallcopy.sh: back to back, and 2 ms apart) and a process's
-# first copies (tools/bench/firstcall.sh).
+# (tools/bench/smallcopy.sh: back to back, 2 ms apart, and with two GPUs
+# cross-GPU copies without peer access) and a process's first copies
+# (tools/bench/firstcall.sh).
 #
 # Usage: tools/bench/run.sh [BUILD_DIR]
 # Environment: BENCH_OUT, BENCH_SVG, BENCH_JSON, BENCH_RUNS (default BUILD_DIR/bench-runs), SCN_* knobs
@@ -93,5 +94,13 @@ echo "bench: small copies 2 ms apart, 4 B to 4 MiB, natively and under the shim 
 SMALLCOPY_GAP_US=2000 SMALLCOPY_REPS=30 SMALLCOPY_SMALL_ROUNDS=8 SMALLCOPY_OUT="$build/smallcopy-idle" \
     sh "$here/smallcopy.sh" "$build" 4194304 | tee "$build/smallcopy-idle.md"
 echo
+# case A at small sizes: a cross-GPU copy without peer access, which the shim
+# sends native on an idle stream and stages behind queued work
+if [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then
+    echo "bench: cross-GPU copies without peer access, 4 B to 16 MiB, natively and under the shim (tools/bench/smallcopy.sh)"
+    SMALLCOPY_OPS=peer_async SMALLCOPY_OUT="$build/smallcopy-peer" sh "$here/smallcopy.sh" "$build" 16777216 |
+        tee "$build/smallcopy-peer.md"
+    echo
+fi
 echo "bench: a process's first copies, 10 processes each, natively and under the shim (tools/bench/firstcall.sh)"
 sh "$here/firstcall.sh" "$build" 10 | tee "$build/firstcall.md"

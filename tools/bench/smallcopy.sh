@@ -22,7 +22,9 @@
 #              SMALLCOPY_AGAIN_ROUNDS (default SMALLCOPY_SMALL_ROUNDS: the rounds of the
 #              second sample, below; 0: none),
 #              SMALLCOPY_OUT (default BUILD_DIR/smallcopy),
-#              SMALLCOPY_SHIM_ENV (extra variables for the shim run, e.g. UNSTALL_...=...);
+#              SMALLCOPY_SHIM_ENV (extra variables for the shim run, e.g. UNSTALL_...=...),
+#              SMALLCOPY_OPS (default "h2d d2h d2h_async h2d_async"; peer_async: a
+#              cross-GPU copy without peer access, two GPUs);
 #              smallcopy.c's own (SMALLCOPY_GAP_US: a sleep between calls) pass through
 # A row the table calls slower (or where the control is off native by the
 # table's rule) is judged again in a second sample: its op's processes run
@@ -72,7 +74,7 @@ run_variant() { # variant op min max; $sample: which files
 run_rounds() { # rounds min max [op...]
     rounds_wanted=$1 min=$2 most=$3
     shift 3
-    [ $# -gt 0 ] || set -- h2d d2h d2h_async h2d_async
+    [ $# -gt 0 ] || set -- ${SMALLCOPY_OPS:-h2d d2h d2h_async h2d_async}
     round=0
     while [ $round -lt "$rounds_wanted" ]; do
         # the order changes each round, so that no variant always runs first
