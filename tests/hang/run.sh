@@ -39,17 +39,18 @@ explains() { # name, err file, extra wanted strings...
     if [ -z "$missing" ]; then pass "$name"; else fail "$name" "missing:$missing; $(grep -c . "$err") lines"; fi
 }
 
-# with hang_sites, each call's site too
+# with hang_sites, each call's site too: the reported copy's line in the source
+site="case_c_pageable_d2h.c:$(grep -n 'the reported copy \*/' "$(dirname "$0")/../scenarios/case_c_pageable_d2h.c" | cut -d: -f1)"
 run explained UNSTALL_FIX=0 UNSTALL_HANG_REPORT_S=1 UNSTALL_HANG_SITES=1
-explains explained "$out/explained.err" "case_c_pageable_d2h.c:216" "launch_thread_main"
+explains explained "$out/explained.err" "$site" "launch_thread_main"
 n=$(grep -c "hang: a CUDA call has not returned" "$out/explained.err")
 if [ "$n" = 1 ]; then pass explained_once; else fail explained_once "$n explanations"; fi
 
 # without: the same, and no site captured
 run explained_no_sites UNSTALL_FIX=0 UNSTALL_HANG_REPORT_S=1
 explains explained_no_sites "$out/explained_no_sites.err"
-if grep -q "case_c_pageable_d2h.c:216" "$out/explained_no_sites.err"; then
-    fail no_sites_by_default "a site was named: $(grep -m1 'case_c_pageable_d2h.c:216' "$out/explained_no_sites.err")"
+if grep -q "$site" "$out/explained_no_sites.err"; then
+    fail no_sites_by_default "a site was named: $(grep -m1 "$site" "$out/explained_no_sites.err")"
 else pass no_sites_by_default; fi
 
 # on by default: the same hang, explained after hang_report_s' default (60 s)
