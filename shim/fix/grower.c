@@ -50,11 +50,14 @@ static struct {
 static atomic_bool exiting;   /* the process is exiting: allocate nothing more */
 static atomic_ulong requests_done, slots_added;
 static atomic_uint copies_issuing; /* us_grower_yield_begin/_end */
+static _Atomic uint64_t last_copy_end_ns; /* when the last one ended (us_now_ns); 0: none yet */
 
 /* Longest a slot's allocation waits for copies being issued, and how often
  * it looks: a program that copies without pause still gets its pool. */
 #define GROWER_YIELD_MAX_US 5000
 #define GROWER_YIELD_STEP_US 50
+/* How long after a pageable H2D a slot's allocation waits (us_grower_wait_quiet). */
+#define GROWER_QUIET_US 1000
 
 void us_grower_yield_begin(void)
 {
@@ -63,16 +66,32 @@ void us_grower_yield_begin(void)
 
 void us_grower_yield_end(void)
 {
+    atomic_store_explicit(&last_copy_end_ns, us_now_ns(), memory_order_relaxed);
     atomic_fetch_sub_explicit(&copies_issuing, 1, memory_order_relaxed);
+}
+
+/* Waits, GROWER_YIELD_MAX_US at most, while copies are being issued or,
+ * with quiet_ns, while the last one ended less than that long ago. */
+static void wait_for_copies(uint64_t quiet_ns)
+{
+    struct timespec step = {0, GROWER_YIELD_STEP_US * 1000L};
+    for (unsigned waited = 0; waited < GROWER_YIELD_MAX_US; waited += GROWER_YIELD_STEP_US) {
+        bool issuing = atomic_load_explicit(&copies_issuing, memory_order_relaxed) > 0;
+        uint64_t ended = atomic_load_explicit(&last_copy_end_ns, memory_order_relaxed);
+        if (!issuing && (quiet_ns == 0 || ended == 0 || us_now_ns() - ended >= quiet_ns))
+            return;
+        nanosleep(&step, NULL);
+    }
 }
 
 void us_grower_yield_to_copies(void)
 {
-    struct timespec step = {0, GROWER_YIELD_STEP_US * 1000L};
-    for (unsigned waited = 0; waited < GROWER_YIELD_MAX_US &&
-                              atomic_load_explicit(&copies_issuing, memory_order_relaxed) > 0;
-         waited += GROWER_YIELD_STEP_US)
-        nanosleep(&step, NULL);
+    wait_for_copies(0);
+}
+
+void us_grower_wait_quiet(void)
+{
+    wait_for_copies(GROWER_QUIET_US * 1000ull);
 }
 static int logged_start, logged_set_device;
 
@@ -143,7 +162,7 @@ static void work(const struct grow_request *r, int *current, bool *relaxed)
         return;
     unsigned missing = r->pool->missing(r->slot_bytes, r->count);
     for (unsigned i = 0; i < missing && !atomic_load(&exiting); i++) {
-        us_grower_yield_to_copies();
+        us_grower_wait_quiet();
         if (!r->pool->add_free(r->slot_bytes))
             break; /* pinned_max or a failed allocation, logged once by the pool */
         atomic_fetch_add(&slots_added, 1);

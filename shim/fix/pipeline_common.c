@@ -308,9 +308,11 @@ static cudaError_t copy_part(const struct us_pipe *p, void *dst, const void *src
 /* In parts that end where the slot's registered pieces end (staging.h): a
  * copy across two registrations is refused. A slot of 2 MiB or less lies in
  * one piece, and its copy is one call. */
-US_HOT cudaError_t us_pipe_copy_chunk(const struct us_pipe *p, void *dst, const void *src, size_t bytes,
-                                      enum cudaMemcpyKind kind)
+US_HOT cudaError_t us_pipe_copy_chunk(const struct us_pipe *p, const struct us_slot *slot, void *dst, const void *src,
+                                      size_t bytes, enum cudaMemcpyKind kind)
 {
+    if (!slot->pieced)
+        return copy_part(p, dst, src, bytes, kind);
     bool to_host = kind == cudaMemcpyDeviceToHost;
     for (;;) {
         size_t part = us_staging_piece_room(to_host ? dst : src, bytes);

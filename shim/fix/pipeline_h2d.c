@@ -199,7 +199,8 @@ struct round {
 
 static bool issue_chunk(struct round *r, unsigned k, size_t off, size_t len)
 {
-    r->err = us_pipe_copy_chunk(r->p, (char *)r->c->dst + off, r->s->slot[k]->ptr, len, cudaMemcpyHostToDevice);
+    r->err = us_pipe_copy_chunk(r->p, r->s->slot[k], (char *)r->c->dst + off, r->s->slot[k]->ptr, len,
+                                cudaMemcpyHostToDevice);
     if (r->err != cudaSuccess)
         return false;
     r->issued++;
@@ -333,7 +334,7 @@ static bool issue(const struct us_copy *c, const struct us_ctx *home, cudaError_
         if (err != cudaSuccess)
             break;
         US_PROBE_STAMP(host_copied);
-        err = us_pipe_copy_chunk(&p, (char *)c->dst + off, s.slot[k]->ptr, len, cudaMemcpyHostToDevice);
+        err = us_pipe_copy_chunk(&p, s.slot[k], (char *)c->dst + off, s.slot[k]->ptr, len, cudaMemcpyHostToDevice);
         if (err != cudaSuccess)
             break;
         off += len;

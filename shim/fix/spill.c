@@ -117,7 +117,7 @@ static atomic_bool warm_started, warm_stop, warm_running;
  * populate of its own: the process's memory map is held (for reading) one
  * huge page's zeroing at a time, so that an mmap of the program's waits for
  * one step, not for the whole warming. A step waits while a pageable H2D
- * is being issued (us_grower_yield_to_copies, as the grower's allocations
+ * is being issued or has just ended (us_grower_wait_quiet, as the grower's allocations
  * do), so that the copy has the memory's bandwidth and the CPUs to itself.
  * At the lowest priority (nice 19),
  * not SCHED_IDLE: a thread that may not run while it holds the memory map
@@ -143,7 +143,7 @@ static void *warm_main(void *arg)
         pthread_mutex_unlock(&spills.mu);
         if (at >= target)
             break;
-        us_grower_yield_to_copies(); /* a copy being issued now spills, or copies, without it beside */
+        us_grower_wait_quiet(); /* a copy being issued now spills, or copies, without it beside */
         (void)us_prefault_range(base + at, SPILL_ROUND, true);
         at += SPILL_ROUND;
         pthread_mutex_lock(&spills.mu);

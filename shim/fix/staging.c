@@ -171,8 +171,10 @@ static void *map_and_register(size_t bytes, bool in_pieces, bool pause)
  * runtime), else in the current context (*owner says which: its end frees
  * the memory; see us_staging_forget_device/_context). Never freed: the pool
  * only grows. */
-static bool pinned_alloc(size_t bytes, bool in_pieces, bool pause, void **out, struct us_pinned_owner *owner)
+static bool pinned_alloc(size_t bytes, bool in_pieces, bool pause, void **out, struct us_pinned_owner *owner,
+                         bool *pieced)
 {
+    *pieced = false;
     if (!reserve(bytes))
         return false;
     owner->device = -1;
@@ -186,6 +188,7 @@ static bool pinned_alloc(size_t bytes, bool in_pieces, bool pause, void **out, s
     }
     us_hostpages_own_mapping_begin(); /* fresh memory: pages remembered pageable stay so */
     void *p = map_and_register(bytes, in_pieces, pause);
+    *pieced = p != NULL && in_pieces; /* cudaHostAlloc's memory is one allocation */
     cudaError_t err = cudaSuccess;
     if (p == NULL)
         err = us_real()->cudaHostAlloc(&p, bytes, cudaHostAllocPortable);
@@ -205,7 +208,8 @@ static bool pinned_alloc(size_t bytes, bool in_pieces, bool pause, void **out, s
 bool us_staging_ring_alloc(size_t bytes, void **out, struct us_pinned_owner *owner)
 {
     /* a lane's ring is one registration: its copies are not split (pipeline_peer.c) */
-    return pinned_alloc(bytes, false, false, out, owner);
+    bool pieced;
+    return pinned_alloc(bytes, false, false, out, owner, &pieced);
 }
 
 void us_staging_ring_forget(size_t bytes)
@@ -322,7 +326,8 @@ static bool grow_block(const size_t *sizes, unsigned n, struct us_slot **out)
     for (unsigned i = 0; i < n; i++)
         total += sizes[i];
     void *mem;
-    if (!pinned_alloc(total, true, out == NULL, &mem, &b->owner)) {
+    bool pieced;
+    if (!pinned_alloc(total, true, out == NULL, &mem, &b->owner, &pieced)) {
         free(b);
         return false;
     }
@@ -333,7 +338,7 @@ static bool grow_block(const size_t *sizes, unsigned n, struct us_slot **out)
             if (sizes[j] > sizes[i] || (sizes[j] == sizes[i] && j < i))
                 off += sizes[j];
         b->slots[i] = (struct us_slot){
-            .ptr = (char *)mem + off, .bytes = sizes[i], .pending_ctx = -1, .claimed = out != NULL};
+            .ptr = (char *)mem + off, .bytes = sizes[i], .pending_ctx = -1, .claimed = out != NULL, .pieced = pieced};
         if (out != NULL)
             out[i] = &b->slots[i];
     }

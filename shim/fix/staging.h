@@ -75,8 +75,8 @@
  * every other thread's CUDA calls, launches included, for as long as it
  * runs, about 55 us a MiB on an H200 host). A copy's host range must lie in
  * one registration (an asynchronous copy across two returns
- * cudaErrorInvalidValue), so a copy to or from a slot is issued in parts
- * that end where a piece ends: us_staging_piece_room. */
+ * cudaErrorInvalidValue), so a copy to or from such a slot (pieced) is
+ * issued in parts that end where a piece ends: us_staging_piece_room. */
 #define US_STAGING_PIN_PIECE ((size_t)2 << 20)
 
 /* The bytes from p to the end of its piece, at most n. */
@@ -104,6 +104,7 @@ struct us_slot {
     int pending_ctx;     /* -1: free; else events[pending_ctx] follows its last use */
     bool claimed;
     bool lost;           /* used by the GPU without an event to tell when done: never reused */
+    bool pieced;         /* registered in pieces (US_STAGING_PIN_PIECE): a copy is split where one ends */
     cudaEvent_t events[US_MAX_CONTEXTS]; /* per context (struct us_ctx's index), made on first use there */
 };
 
