@@ -36,6 +36,23 @@ def texts(root, cls=None):
     return [t.text for t in root.iter(SVG + "text") if cls is None or t.get("class") == cls]
 
 
+def rows_of_runs(d, runs):
+    """The figures chart.py gives for runs {"native"|"shim": {run name: RESULT text}} written under d."""
+    for run, files in runs.items():
+        os.makedirs(os.path.join(d, run))
+        for name, text in files.items():
+            with open(os.path.join(d, run, name + ".out"), "w") as f:
+                f.write(text)
+            with open(os.path.join(d, run, name + ".rc"), "w") as f:
+                f.write("0\n")
+    out = os.path.join(d, "c.json")
+    r = chart_run("--native", os.path.join(d, "native"), "--shim", os.path.join(d, "shim"),
+                  "--json", out, "--svg", os.path.join(d, "c.svg"))
+    assert r.returncode == 0, r.stderr
+    with open(out) as f:
+        return json.load(f)["rows"]
+
+
 class FromTable(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -136,19 +153,12 @@ class FromRuns(unittest.TestCase):
         """The first-use rows' target derives from the same run's host copy
         bandwidth (1.25 x bytes / GB/s + 0.1 ms), in the figures as in the table."""
         with tempfile.TemporaryDirectory() as d:
-            for run, held in (("native", 202.0), ("shim", 0.9)):
-                os.makedirs(os.path.join(d, run))
-                with open(os.path.join(d, run, "case_b.out"), "w") as f:
-                    f.write(f"RESULT case=B test=first_use_small bytes=16777216 kernel_ms=200 held_ms={held} ok=1\n"
-                            "RESULT case=B test=host_copy bytes=268435456 threads=8 gbps=33.5 ok=1\n")
-                with open(os.path.join(d, run, "case_b.rc"), "w") as f:
-                    f.write("0\n")
-            out = os.path.join(d, "c.json")
-            r = chart_run("--native", os.path.join(d, "native"), "--shim", os.path.join(d, "shim"),
-                          "--json", out, "--svg", os.path.join(d, "c.svg"))
-            self.assertEqual(r.returncode, 0, r.stderr)
-            with open(out) as f:
-                row = next(x for x in json.load(f)["rows"] if "first 16 MiB" in x["label"])
+            rows = rows_of_runs(d, {run: {"case_b": f"RESULT case=B test=first_use_small bytes=16777216 kernel_ms=200 "
+                                                    f"held_ms={held} ok=1\n"
+                                                    "RESULT case=B test=host_copy bytes=268435456 threads=8 gbps=33.5 "
+                                                    "ok=1\n"}
+                                    for run, held in (("native", 202.0), ("shim", 0.9))})
+            row = next(x for x in rows if "first 16 MiB" in x["label"])
             self.assertEqual((row["target"], row["target_met"]), ("<= 0.73", False))
 
     def test_targets_from_the_links_the_host_and_native(self):
@@ -156,9 +166,9 @@ class FromRuns(unittest.TestCase):
         (pinned copy) and the host copy, the freed row's the caller bound of
         its own bytes, the launch row's native's worst from the same run."""
         with tempfile.TemporaryDirectory() as d:
+            runs = {}
             for run, (gbps, launch, freed) in (("native", (7.5, 0.150, 52.4)), ("shim", (44.0, 0.140, 3.5))):
-                os.makedirs(os.path.join(d, run))
-                files = {
+                runs[run] = {
                     "case_b": f"RESULT case=B test=throughput bytes=268435456 reps=3 gbps={gbps} ok=1\n"
                               "RESULT case=B test=link bytes=268435456 reps=3 gbps=55.0 ok=1\n"
                               "RESULT case=B test=host_copy bytes=268435456 threads=16 gbps=50.0 ok=1\n",
@@ -167,17 +177,7 @@ class FromRuns(unittest.TestCase):
                               "RESULT case=C test=link bytes=268435456 reps=3 gbps=50.0 ok=1\n"
                               f"RESULT case=C test=launch_latency copy_bytes=268435456 max_ms={launch} ok=1\n",
                 }
-                for name, text in files.items():
-                    with open(os.path.join(d, run, name + ".out"), "w") as f:
-                        f.write(text)
-                    with open(os.path.join(d, run, name + ".rc"), "w") as f:
-                        f.write("0\n")
-            out = os.path.join(d, "c.json")
-            r = chart_run("--native", os.path.join(d, "native"), "--shim", os.path.join(d, "shim"),
-                          "--json", out, "--svg", os.path.join(d, "c.svg"))
-            self.assertEqual(r.returncode, 0, r.stderr)
-            with open(out) as f:
-                rows = json.load(f)["rows"]
+            rows = rows_of_runs(d, runs)
 
             def row(start):
                 return next(x for x in rows if x["label"].startswith(start))

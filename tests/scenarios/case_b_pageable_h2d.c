@@ -186,15 +186,7 @@ static void test_link(void *dst, size_t n, cudaStream_t s)
     unsigned char *pinned;
     SCN_CK(cudaMallocHost((void **)&pinned, n));
     scn_fill(pinned, n, 9);
-    double best = 1e30;
-    for (int r = 0; r < reps + 1; r++) { /* the first call also maps what the pinned copy needs: not counted */
-        double t0 = scn_now_ms();
-        SCN_CK(cudaMemcpyAsync(dst, pinned, n, cudaMemcpyHostToDevice, s));
-        SCN_CK(cudaStreamSynchronize(s));
-        double ms = scn_now_ms() - t0;
-        if (r > 0 && ms < best)
-            best = ms;
-    }
+    double best = scn_best_copy_ms(dst, pinned, n, cudaMemcpyHostToDevice, s, reps);
     bool ok = scn_device_verify(0, dst, n, 9);
     scn_result("link", "bytes=%zu reps=%d gbps=%.1f ok=%d", n, reps, scn_gbps(n, best), ok);
     SCN_CK(cudaFreeHost(pinned));

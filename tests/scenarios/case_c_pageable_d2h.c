@@ -95,15 +95,7 @@ static void test_link(const void *dsrc, size_t n, uint64_t seed, cudaStream_t s)
     unsigned char *pinned;
     SCN_CK(cudaMallocHost((void **)&pinned, n));
     memset(pinned, 0, n);
-    double best = 1e30;
-    for (int r = 0; r < reps + 1; r++) { /* the first call also maps what the pinned copy needs: not counted */
-        double t0 = scn_now_ms();
-        SCN_CK(cudaMemcpyAsync(pinned, dsrc, n, cudaMemcpyDeviceToHost, s));
-        SCN_CK(cudaStreamSynchronize(s));
-        double ms = scn_now_ms() - t0;
-        if (r > 0 && ms < best)
-            best = ms;
-    }
+    double best = scn_best_copy_ms(pinned, dsrc, n, cudaMemcpyDeviceToHost, s, reps);
     bool ok = scn_verify(pinned, n, seed);
     scn_result("link", "bytes=%zu reps=%d gbps=%.1f ok=%d", n, reps, scn_gbps(n, best), ok);
     SCN_CK(cudaFreeHost(pinned));

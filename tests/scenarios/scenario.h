@@ -74,6 +74,10 @@ double scn_poll_event(cudaEvent_t ev);
  * done (scn_now_ms), so each time is as exact as the polling allows. */
 void scn_poll_events(int n, const cudaEvent_t *evs, double *done_ms);
 double scn_gbps(size_t bytes, double ms);
+/* The best of `reps` copies of n bytes (call + synchronize on s), after one
+ * more that is not timed (a pinned buffer's first copy also maps what the
+ * driver needs): milliseconds. */
+double scn_best_copy_ms(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, cudaStream_t s, int reps);
 
 /* --- data -------------------------------------------------------------------------------- */
 /* The pattern: byte i of a buffer filled with `seed` is a function of
