@@ -183,7 +183,9 @@ static cudaError_t fill_chunk(struct us_pipe *p, const struct us_copy *c, struct
  * staging: a segment per chunk, and the spill), and each chunk's transfer is
  * issued as soon as its bytes are in, while the threads copy the next: with
  * a job per chunk they waited at every chunk's end for its last part and for
- * the caller's CUDA calls. */
+ * the caller's CUDA calls. A copy that cycles through its slots (issue) keeps
+ * its count of chunks issued here too, and issues each the same way
+ * (issue_chunk). */
 struct round {
     struct us_pipe *p;
     const struct us_copy *c;
@@ -313,39 +315,27 @@ static bool issue(const struct us_copy *c, const struct us_ctx *home, cudaError_
     bool behind_queue;
     struct feed *feed = feed_for(&p, c, &s, &behind_queue);
 
-    cudaError_t err = cudaSuccess;
     bool waited = false;
-    size_t i = 0, off = 0;
-    unsigned k = 0;
     struct round r = {.p = &p, .c = c, .s = &s, .feed = feed, .err = cudaSuccess};
-    if (issue_round(&r)) {
-        i = r.issued;
-        k = r.last_slot;
-        err = r.err;
-        off = c->bytes; /* the loop below has nothing left */
-    }
-    /* otherwise chunk i goes to slot i % s.n, which it shares with chunks
-     * before it, and is as long as that slot allows (us_pipe_chunk_room:
-     * slots differ in size, staging.h) */
-    for (; off < c->bytes; i++) {
-        k = (unsigned)(i % s.n);
-        size_t len = us_pipe_chunk_room(&s, k, c->bytes - off);
-        err = fill_chunk(&p, c, &s, feed, i, k, off, len, &waited);
-        if (err != cudaSuccess)
-            break;
-        US_PROBE_STAMP(host_copied);
-        err = us_pipe_copy_chunk(&p, s.slot[k], (char *)c->dst + off, s.slot[k]->ptr, len, cudaMemcpyHostToDevice);
-        if (err != cudaSuccess)
-            break;
-        off += len;
-        err = us_pipe_record(&p, s.event[k]);
-        US_PROBE_STAMP(issued);
-        s.pending[k] = err == cudaSuccess ? (int)p.stream_ctx->index : US_STAGING_LOST;
-        if (err != cudaSuccess) {
-            i++;
-            break;
+    if (!issue_round(&r)) {
+        /* chunk i goes to slot i % s.n, which it shares with chunks before
+         * it, and is as long as that slot allows (us_pipe_chunk_room: slots
+         * differ in size, staging.h) */
+        for (size_t off = 0; off < c->bytes;) {
+            unsigned k = (unsigned)(r.issued % s.n);
+            size_t len = us_pipe_chunk_room(&s, k, c->bytes - off);
+            r.err = fill_chunk(&p, c, &s, feed, r.issued, k, off, len, &waited);
+            if (r.err != cudaSuccess)
+                break;
+            US_PROBE_STAMP(host_copied);
+            if (!issue_chunk(&r, k, off, len)) /* its copy refused, or its event not recorded */
+                break;
+            off += len;
         }
     }
+    cudaError_t err = r.err;
+    size_t i = r.issued;
+    unsigned k = r.last_slot;
     if (feed != NULL)
         feed_put(feed);
     if (i == 0) { /* the first chunk was refused: the native call gives the native error */
