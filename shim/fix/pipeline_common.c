@@ -307,18 +307,23 @@ static cudaError_t copy_part(const struct us_pipe *p, void *dst, const void *src
 
 /* In parts that end where the slot's registered pieces end (staging.h): a
  * copy across two registrations is refused. A slot of 2 MiB or less lies in
- * one piece, and its copy is one call. */
-US_HOT cudaError_t us_pipe_copy_chunk(const struct us_pipe *p, const struct us_slot *slot, void *dst, const void *src,
-                                      size_t bytes, enum cudaMemcpyKind kind)
+ * one piece, and its copy is one call. A part refused after others were
+ * queued leaves the slot to a transfer no event follows: it is lost, never
+ * reused (another copy's bytes could otherwise meet that transfer). */
+US_HOT cudaError_t us_pipe_copy_chunk(const struct us_pipe *p, struct us_pipe_slots *s, unsigned k, void *dst,
+                                      const void *src, size_t bytes, enum cudaMemcpyKind kind)
 {
-    if (!slot->pieced)
+    if (!s->slot[k]->pieced)
         return copy_part(p, dst, src, bytes, kind);
-    bool to_host = kind == cudaMemcpyDeviceToHost;
+    bool to_host = kind == cudaMemcpyDeviceToHost, queued = false;
     for (;;) {
         size_t part = us_staging_piece_room(to_host ? dst : src, bytes);
         cudaError_t err = copy_part(p, dst, src, part, kind);
+        if (err != cudaSuccess && queued)
+            s->pending[k] = US_STAGING_LOST;
         if (err != cudaSuccess || part == bytes)
             return err;
+        queued = true;
         dst = (char *)dst + part;
         src = (const char *)src + part;
         bytes -= part;

@@ -136,13 +136,14 @@ static inline size_t us_pipe_chunk_len(size_t bytes, size_t chunk, size_t index)
 size_t us_pipe_peer_chunk(size_t bytes, size_t slot_bytes, size_t ring_bytes, unsigned max_chunks);
 
 /* The pipeline's copy of one chunk on its stream (kind: host to device or
- * device to host) through `slot` (a pieced slot's copy in parts that end where
- * its pieces end), and its event's record there: libcuda's function where
+ * device to host) through slot k of s (a pieced slot's copy in parts that end
+ * where its pieces end; a part refused after others were queued makes the
+ * slot lost), and its event's record there: libcuda's function where
  * p->drv is set, else the runtime's; a driver call that fails is made again
  * through the runtime (nothing was queued), whose error the caller returns as
  * the native call would. */
-cudaError_t us_pipe_copy_chunk(const struct us_pipe *p, const struct us_slot *slot, void *dst, const void *src,
-                               size_t bytes, enum cudaMemcpyKind kind);
+cudaError_t us_pipe_copy_chunk(const struct us_pipe *p, struct us_pipe_slots *s, unsigned k, void *dst,
+                               const void *src, size_t bytes, enum cudaMemcpyKind kind);
 cudaError_t us_pipe_record(const struct us_pipe *p, cudaEvent_t event);
 
 /* A host function on the pipe's stream, in stream order (as the chunk copies:

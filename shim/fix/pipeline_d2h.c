@@ -43,7 +43,7 @@ US_HOT static cudaError_t issue_chunk(const struct us_pipe *p, struct us_pipe_sl
                                unsigned k, bool *issued)
 {
     const struct us_copy *c = p->copy;
-    cudaError_t err = us_pipe_copy_chunk(p, s->slot[k], s->slot[k]->ptr, (const char *)c->src + off, len,
+    cudaError_t err = us_pipe_copy_chunk(p, s, k, s->slot[k]->ptr, (const char *)c->src + off, len,
                                          cudaMemcpyDeviceToHost);
     if (err != cudaSuccess)
         return err;

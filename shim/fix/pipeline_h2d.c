@@ -201,8 +201,7 @@ struct round {
 
 static bool issue_chunk(struct round *r, unsigned k, size_t off, size_t len)
 {
-    r->err = us_pipe_copy_chunk(r->p, r->s->slot[k], (char *)r->c->dst + off, r->s->slot[k]->ptr, len,
-                                cudaMemcpyHostToDevice);
+    r->err = us_pipe_copy_chunk(r->p, r->s, k, (char *)r->c->dst + off, r->s->slot[k]->ptr, len, cudaMemcpyHostToDevice);
     if (r->err != cudaSuccess)
         return false;
     r->issued++;

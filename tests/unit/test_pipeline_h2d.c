@@ -58,6 +58,52 @@ static bool h2d_checked_grown(int api, size_t bytes, cudaStream_t stream, cudaEr
     return h2d_checked(api, bytes, stream, result);
 }
 
+/* A slot registered in pieces (staging.h): its copy goes in parts that end
+ * where a piece ends, since the driver refuses a copy across two
+ * registrations; a part refused after another was queued leaves the slot
+ * lost (the queued transfer has no event after it), one refused first does
+ * not (nothing was queued). */
+static void test_pieced_slot_copies_split_where_a_piece_ends(void **state)
+{
+    (void)state;
+    const size_t piece = US_STAGING_PIN_PIECE;
+    char *mem = aligned_alloc(piece, 2 * piece), *dev = malloc(piece);
+    assert_non_null(mem);
+    assert_non_null(dev);
+    struct us_slot slot = {.ptr = mem + piece / 2, .bytes = piece, .pieced = true};
+    struct us_pipe_slots s = {.n = 1, .slot = {&slot}, .pending = {-1}};
+    struct us_pipe p = {.real = us_real(), .stream = fake_cuda_user_stream(0)};
+    memset(slot.ptr, 7, piece);
+    assert_int_equal(us_pipe_copy_chunk(&p, &s, 0, dev, slot.ptr, piece, cudaMemcpyHostToDevice), cudaSuccess);
+    assert_int_equal(fake_cuda_count(FAKE_cudaMemcpyAsync), 2);
+    const struct fake_cuda_call *first = &fake_cuda.calls[fake_cuda_find(FAKE_cudaMemcpyAsync, 0)];
+    const struct fake_cuda_call *second = &fake_cuda.calls[fake_cuda_find(FAKE_cudaMemcpyAsync, 1)];
+    assert_ptr_equal(first->src, slot.ptr);
+    assert_int_equal(first->bytes, piece / 2);
+    assert_ptr_equal(second->src, mem + piece);
+    assert_ptr_equal(second->dst, dev + piece / 2);
+    assert_int_equal(second->bytes, piece / 2);
+    assert_int_equal(s.pending[0], -1);
+
+    fake_cuda_fail(FAKE_cudaMemcpyAsync, 2, 1, cudaErrorLaunchFailure); /* the second part */
+    assert_int_equal(us_pipe_copy_chunk(&p, &s, 0, dev, slot.ptr, piece, cudaMemcpyHostToDevice),
+                     cudaErrorLaunchFailure);
+    assert_int_equal(s.pending[0], US_STAGING_LOST);
+
+    s.pending[0] = -1;
+    fake_cuda_fail(FAKE_cudaMemcpyAsync, 1, 1, cudaErrorInvalidValue); /* the first part */
+    assert_int_equal(us_pipe_copy_chunk(&p, &s, 0, dev, slot.ptr, piece, cudaMemcpyHostToDevice),
+                     cudaErrorInvalidValue);
+    assert_int_equal(s.pending[0], -1);
+
+    slot.pieced = false; /* cudaHostAlloc's memory: one call */
+    unsigned before = fake_cuda_count(FAKE_cudaMemcpyAsync);
+    assert_int_equal(us_pipe_copy_chunk(&p, &s, 0, dev, slot.ptr, piece, cudaMemcpyHostToDevice), cudaSuccess);
+    assert_int_equal(fake_cuda_count(FAKE_cudaMemcpyAsync), before + 1);
+    free(mem);
+    free(dev);
+}
+
 static void test_h2d_data_every_size_class(void **state)
 {
     (void)state;
@@ -362,6 +408,7 @@ static void test_h2d_error_mid_pipeline_is_returned(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_pieced_slot_copies_split_where_a_piece_ends, setup, fake_cuda_teardown),
         cmocka_unit_test_setup_teardown(test_h2d_data_every_size_class, setup, fake_cuda_teardown),
         cmocka_unit_test_setup_teardown(test_h2d_idle_stream_native_up_to_the_option, setup_warm, fake_cuda_teardown),
         cmocka_unit_test_setup_teardown(test_h2d_chunks_on_the_user_stream_without_host_wait, setup_warm, fake_cuda_teardown),
