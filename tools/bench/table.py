@@ -86,7 +86,7 @@ def no_worse_than_native(run, case, test, key, scale=1.0, fmt="{:.0f}"):
         v = num(r.row(case, test), key) if r else None
         if v is None:
             return None, "-"
-        return (lambda s: s <= v), "<= " + fmt.format(v * scale) + " (native)"
+        return (lambda s: s <= v), "<= native's " + fmt.format(v * scale)
     return target_from
 
 
