@@ -107,3 +107,18 @@ size_t us_prefault_self(void)
     }
     return covered;
 }
+
+void *us_map_on_boundary(size_t bytes, size_t boundary, int flags)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    bytes = (bytes + page - 1) / page * page;
+    char *m = mmap(NULL, bytes + boundary, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | flags, -1, 0);
+    if (m == MAP_FAILED)
+        return NULL;
+    char *p = (char *)(((uintptr_t)m + boundary - 1) & ~(uintptr_t)(boundary - 1));
+    if (p > m)
+        munmap(m, (size_t)(p - m));
+    if (m + bytes + boundary > p + bytes)
+        munmap(p + bytes, (size_t)(m + bytes + boundary - (p + bytes)));
+    return p;
+}

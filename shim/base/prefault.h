@@ -1,4 +1,5 @@
-/* prefault.h - the shim's own pages, mapped in at its start.
+/* prefault.h - the shim's own pages, mapped in at its start, and the
+ * memory it maps for itself (staging, spills) on a boundary and faulted in.
  *
  * The shim's .data and .bss (about 250 KiB: tables, locks, counters) are
  * anonymous memory the process has not touched, and its code and read-only
@@ -21,6 +22,13 @@
  * read per page, or an atomic add of 0, which writes without changing a byte
  * another thread may be writing. Returns the bytes covered. */
 size_t us_prefault_range(void *start, size_t bytes, bool write);
+
+/* An anonymous private mapping of `bytes` (rounded up to pages) that starts
+ * on a multiple of `boundary` (a power of two, a whole number of pages), so
+ * that huge pages can fill it; `flags` are added to MAP_PRIVATE |
+ * MAP_ANONYMOUS (MAP_NORESERVE). It is cut from a mapping `boundary` larger,
+ * whose rest goes back. NULL: the mapping failed. */
+void *us_map_on_boundary(size_t bytes, size_t boundary, int flags);
 
 /* Maps in every page of the object this code is linked into (libunstall.so,
  * or a test program linking the core): code and read-only data for reading,

@@ -67,9 +67,8 @@ static bool reserve_locked(void)
     size_t max = us_config()->spill_max / SPILL_ROUND * SPILL_ROUND;
     if (max == 0)
         return false;
-    void *p = mmap(NULL, max + SPILL_ROUND, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                   -1, 0);
-    if (p == MAP_FAILED) {
+    char *base = us_map_on_boundary(max, SPILL_ROUND, MAP_NORESERVE); /* exactly [base, base + max) */
+    if (base == NULL) {
         spills.reserve_failed = true;
         us_log_once(&logged_map, US_LOG_WARN,
                     "could not reserve %zu bytes of address space for spills: a pageable H2D behind queued work "
@@ -77,12 +76,6 @@ static bool reserve_locked(void)
                     max);
         return false;
     }
-    char *base = (char *)(((uintptr_t)p + SPILL_ROUND - 1) & ~(uintptr_t)(SPILL_ROUND - 1));
-    /* the slack around the 2 MiB boundary goes back: the region is exactly [base, base + max) */
-    if (base > (char *)p)
-        munmap(p, (size_t)(base - (char *)p));
-    if ((char *)p + max + SPILL_ROUND > base + max)
-        munmap(base + max, (size_t)((char *)p + max + SPILL_ROUND - (base + max)));
     (void)madvise(base, max, MADV_HUGEPAGE);
     (void)madvise(base, max, MADV_DONTFORK); /* a forked child shares none of it */
     spills.base = base;

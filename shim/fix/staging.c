@@ -72,6 +72,15 @@ static void fault_in(void *p, size_t bytes)
     (void)us_prefault_range(p, bytes, true);
 }
 
+/* Between two pieces of a grower's registration (map_and_register). */
+#define PIECE_PAUSE_US 50
+
+/* The registration that starts at p: to the end of its piece, or all that is left. */
+static size_t registration_len(const char *p, size_t left, bool in_pieces)
+{
+    return in_pieces ? us_staging_piece_room(p, left) : left;
+}
+
 /* Memory the shim maps and faults in itself, then registers (portable):
  * the page faults happen outside the driver, which holds a lock that other
  * threads' CUDA calls wait for while it pins. Measured on an H100 (driver
@@ -94,33 +103,13 @@ static void fault_in(void *p, size_t bytes)
  * natively, during a loop of pageable D2H copies: 0.06-0.44 ms). The pause
  * lets a launch that waited take the driver before the next piece, and a
  * copy being issued then finishes issuing first (us_grower_yield_to_copies). */
-#define PIECE_PAUSE_US 50
-
-/* A mapping of `bytes` that starts on a multiple of US_STAGING_PIN_PIECE,
- * so that its slots' offsets say where pieces end (grow_block), and huge
- * pages fill it; the rest of the larger mapping goes back. NULL: none. */
-static char *map_on_piece(size_t bytes)
-{
-    size_t piece = US_STAGING_PIN_PIECE;
-    bytes = (bytes + 4095) & ~(size_t)4095; /* munmap's unit */
-    char *m = mmap(NULL, bytes + piece, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (m == MAP_FAILED)
-        return NULL;
-    char *p = m + us_staging_piece_room(m, piece) % piece; /* the next multiple, or m itself */
-    if (p > m)
-        munmap(m, (size_t)(p - m));
-    size_t tail = (size_t)(m + bytes + piece - (p + bytes));
-    if (tail > 0)
-        munmap(p + bytes, tail);
-    return p;
-}
-
 static void *map_and_register(size_t bytes, bool in_pieces, bool pause)
 {
     const struct us_real_api *real = us_real();
     if (real->cudaHostRegister == NULL)
         return NULL;
-    char *p = map_on_piece(bytes);
+    /* on a piece's boundary: the slots' offsets say where pieces end (grow_block), and huge pages fill it */
+    char *p = us_map_on_boundary(bytes, US_STAGING_PIN_PIECE, 0);
     if (p == NULL)
         return NULL;
     (void)madvise(p, bytes, MADV_DONTFORK);
@@ -131,7 +120,7 @@ static void *map_and_register(size_t bytes, bool in_pieces, bool pause)
     size_t at = 0;
     cudaError_t err = cudaSuccess;
     while (at < bytes) {
-        size_t len = in_pieces ? us_staging_piece_room(p + at, bytes - at) : bytes - at;
+        size_t len = registration_len(p + at, bytes - at, in_pieces);
         uint64_t t0 = us_now_ns();
         err = real->cudaHostRegister(p + at, len, cudaHostRegisterPortable);
         uint64_t took = us_now_ns() - t0;
@@ -151,11 +140,8 @@ static void *map_and_register(size_t bytes, bool in_pieces, bool pause)
         us_log_once(&logged_register, US_LOG_INFO,
                     "cudaHostRegister of %zu bytes of staging failed (%s): staging comes from cudaHostAlloc", bytes,
                     us_real_error_name(err));
-        for (size_t done = 0; done < at;) { /* the pieces registered before it */
-            size_t len = in_pieces ? us_staging_piece_room(p + done, at - done) : at - done;
-            (void)real->cudaHostUnregister(p + done);
-            done += len;
-        }
+        for (size_t done = 0; done < at; done += registration_len(p + done, at - done, in_pieces))
+            (void)real->cudaHostUnregister(p + done); /* the pieces registered before it */
         munmap(p, bytes);
         return NULL;
     }

@@ -69,13 +69,14 @@
 
 /* Slots are between these sizes; a growth is one slot of copy bytes / 8. */
 #define US_STAGING_MIN_SLOT ((size_t)64 << 10)
+#define US_STAGING_GROW_DIVISOR 8
 
 /* The pool's pinned memory is registered in pieces of at most this many
  * bytes, each ending at a multiple of it (staging.c: a registration holds
  * every other thread's CUDA calls, launches included, for as long as it
  * runs, about 55 us a MiB on an H200 host). A copy's host range must lie in
- * one registration (an asynchronous copy across two returns
- * cudaErrorInvalidValue), so a copy to or from such a slot (pieced) is
+ * one registration (a copy across two, cudaMemcpy or cudaMemcpyAsync,
+ * returns cudaErrorInvalidValue), so a copy to or from such a slot (pieced) is
  * issued in parts that end where a piece ends: us_staging_piece_room. */
 #define US_STAGING_PIN_PIECE ((size_t)2 << 20)
 
@@ -85,7 +86,6 @@ static inline size_t us_staging_piece_room(const void *p, size_t n)
     size_t room = US_STAGING_PIN_PIECE - (size_t)((uintptr_t)p % US_STAGING_PIN_PIECE);
     return room < n ? room : n;
 }
-#define US_STAGING_GROW_DIVISOR 8
 
 /* The most pinned memory a copy allocates inside its own call. Pinning costs
  * about 0.4 ms/MiB (H100 and H200, CUDA 13.0); the native pageable copies it
