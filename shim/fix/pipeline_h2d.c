@@ -332,18 +332,16 @@ static bool issue(const struct us_copy *c, const struct us_ctx *home, cudaError_
             off += len;
         }
     }
-    cudaError_t err = r.err;
-    size_t i = r.issued;
-    unsigned k = r.last_slot;
     if (feed != NULL)
         feed_put(feed);
-    if (i == 0) { /* the first chunk was refused: the native call gives the native error */
+    if (r.issued == 0) { /* the first chunk was refused: the native call gives the native error */
         us_pipe_release(&s);
         us_pipe_end(&p);
         return false;
     }
+    cudaError_t err = r.err;
     if (err == cudaSuccess && us_copy_is_sync(c)) /* before release: nobody re-records it */
-        err = us_pipe_wait(&p, s.event[k]);
+        err = us_pipe_wait(&p, s.event[r.last_slot]);
     /* an asynchronous copy that waited for its own chunks behind queued work
      * (no spill) held its caller as the native copy would have */
     *held = waited && behind_queue;
