@@ -46,6 +46,7 @@ static void *launcher_main(void *arg)
 
 struct copier {
     struct scn_latency *l;
+    bool trace; /* SCN_LAT_TRACE=1: each copy on stderr, with when it began */
     atomic_bool stop, started;
 };
 
@@ -56,7 +57,6 @@ static void *copier_main(void *arg)
     SCN_CK(cudaSetDevice(0));
     cudaStream_t s;
     SCN_CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-    bool trace = scn_env_long("LAT_TRACE", 0, 0) == 1; /* each copy on stderr, with when it began */
     l->ok = true;
     while (!atomic_load(&c->stop)) {
         /* spoil both ends: the copy must write them again */
@@ -67,7 +67,7 @@ static void *copier_main(void *arg)
         double called = scn_now_ms();
         SCN_CK(cudaStreamSynchronize(s));
         l->copy_ms += scn_now_ms() - t0;
-        if (trace)
+        if (c->trace)
             fprintf(stderr, "copy: at %.3f ms (monotonic clock), call %.3f ms, done %.3f ms\n", t0, called - t0,
                     scn_now_ms() - t0);
         l->copies++;
@@ -93,7 +93,8 @@ static bool run_launcher(struct launcher *l)
 
 bool scn_launch_latency(struct scn_latency *l)
 {
-    struct launcher b = {.cap = 4u << 20, .trace = scn_env_long("LAT_TRACE", 0, 0) == 1};
+    bool trace = scn_env_long("LAT_TRACE", 0, 0) == 1;
+    struct launcher b = {.cap = 4u << 20, .trace = trace};
     b.lat = malloc(b.cap * sizeof *b.lat);
     if (b.lat == NULL || l->n == 0)
         return false;
@@ -106,7 +107,7 @@ bool scn_launch_latency(struct scn_latency *l)
     l->base_p99_ms = scn_quantile(b.lat, b.n, 0.99);
     l->base_max_ms = scn_quantile(b.lat, b.n, 1.0);
 
-    struct copier c = {.l = l};
+    struct copier c = {.l = l, .trace = trace};
     l->copies = 0;
     l->copy_ms = 0;
     pthread_t ct;

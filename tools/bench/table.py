@@ -46,14 +46,19 @@ class Row:
         self.target_from = target_from
 
 
+def host_copy_gbps(runs):
+    """The host's copy bandwidth of a run (case B's host_copy test), or None."""
+    rb = runs.get("case_b")
+    return num(rb.row("B", "host_copy"), "gbps") if rb else None
+
+
 def caller_bound(run, test):
     """The target of a row where a caller waits only for its source to be
     read (a first use, a source freed on return): a caller that must read its
     whole source before it returns needs bytes / the host's copy bandwidth
     (case B's host_copy test, the same run); 1.25 times that plus 0.1 ms."""
     def target_from(runs, native=None):
-        r, rb = runs.get(run), runs.get("case_b")
-        host = num(rb.row("B", "host_copy"), "gbps") if rb else None
+        r, host = runs.get(run), host_copy_gbps(runs)
         x = r.row("B", test) if r else None
         n = num(x, "bytes") if x is not None else None
         if not host or not n:
@@ -69,9 +74,8 @@ def bandwidth_bound(case, run):
     link test) and the host's copy into mapped memory (case B's host_copy),
     both from the same run."""
     def target_from(runs, native=None):
-        rl, rb = runs.get(run), runs.get("case_b")
+        rl, host = runs.get(run), host_copy_gbps(runs)
         link = num(rl.row(case, "link"), "gbps") if rl else None
-        host = num(rb.row("B", "host_copy"), "gbps") if rb else None
         if not link or not host:
             return None, "-"
         bound = 0.9 * min(link, host)
