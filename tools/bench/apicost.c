@@ -62,6 +62,47 @@ static void copy_event_sync(void *dst, const void *src, size_t n, cudaStream_t s
     cudaEventSynchronize(e);
 }
 
+/* A staged cross-GPU copy (two devices, peer access off) of 256 KiB on a
+ * blocking stream, then a synchronize: alone, and after the idle checks a
+ * staged copy sent native makes (the legacy stream's query; and the
+ * stream's own too), so that the differences are the checks' cost where the
+ * stream's last work was such a copy. Nothing where there is one device or
+ * peer access is on. */
+static void peer_rows(cudaStream_t bs)
+{
+    int n = 0, can = 1;
+    if (cudaGetDeviceCount(&n) != cudaSuccess || n < 2 || cudaDeviceCanAccessPeer(&can, 0, 1) != cudaSuccess)
+        return;
+    void *src, *dst;
+    size_t bytes = 256u << 10;
+    CHECK(cudaMalloc(&src, bytes));
+    CHECK(cudaSetDevice(1));
+    CHECK(cudaMalloc(&dst, bytes));
+    CHECK(cudaSetDevice(0));
+    unsigned saved = reps;
+    reps = saved / 100 > 0 ? saved / 100 : 1;
+    ROW("blocking_peer_staged_256KiB_sync", {
+        cudaMemcpyPeerAsync(dst, 1, src, 0, bytes, bs);
+        cudaStreamSynchronize(bs);
+    });
+    ROW("blocking_peer_staged_256KiB_query_legacy_sync", {
+        cudaStreamQuery(cudaStreamLegacy);
+        cudaMemcpyPeerAsync(dst, 1, src, 0, bytes, bs);
+        cudaStreamSynchronize(bs);
+    });
+    ROW("blocking_peer_staged_256KiB_query_both_sync", {
+        cudaStreamQuery(bs);
+        cudaStreamQuery(cudaStreamLegacy);
+        cudaMemcpyPeerAsync(dst, 1, src, 0, bytes, bs);
+        cudaStreamSynchronize(bs);
+    });
+    reps = saved;
+    CHECK(cudaFree(src));
+    CHECK(cudaSetDevice(1));
+    CHECK(cudaFree(dst));
+    CHECK(cudaSetDevice(0));
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && atoi(argv[1]) > 0)
@@ -110,6 +151,12 @@ int main(int argc, char **argv)
      * blocking stream (what cudaMemcpy and smallcopy's d2h_async take) */
     cudaStream_t bs;
     CHECK(cudaStreamCreate(&bs));
+    /* what an idle check costs: a blocking stream's query, and the legacy
+     * stream's, which answers for every blocking stream (pipeline_common.c) */
+    ROW("cudaStreamQuery_blocking_idle", cudaStreamQuery(bs));
+    ROW("cudaStreamQuery_legacy_idle", cudaStreamQuery(cudaStreamLegacy));
+    ROW("cudaStreamIsCapturing_legacy", cudaStreamIsCapturing(cudaStreamLegacy, &cap));
+    peer_rows(bs);
     ROW("cudaMemcpy_pinned_d2h_4B", cudaMemcpy(pinned, dev, 4, cudaMemcpyDeviceToHost));
     ROW("legacy_pinned_d2h_4B_event_sync", copy_event_sync(pinned, dev, 4, 0, e));
     ROW("legacy_pinned_d2h_4B_stream_sync", copy_stream_sync(pinned, dev, 4, cudaMemcpyDeviceToHost, 0));
