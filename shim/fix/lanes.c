@@ -7,12 +7,10 @@
  * loser's lane waits among the spares for the next lane of the same devices. */
 #include "lanes.h"
 
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "config.h"
-#include "grower.h"
 #include "log.h"
 #include "ondevice.h"
 #include "real.h"
@@ -193,61 +191,6 @@ static void keep_spare_ring(void *ring, size_t bytes, struct us_pinned_owner own
     pthread_mutex_unlock(&lanes.mu);
 }
 
-/* A spare ring asked of the grower and not pinned yet: no second request. */
-static atomic_bool ring_asked;
-
-/* The grower's side of us_lanes_prepare (a grower pool of one ring): one is
- * missing while no spare ring waits. */
-static unsigned ring_missing(size_t bytes, unsigned count)
-{
-    (void)bytes;
-    pthread_mutex_lock(&lanes.mu);
-    unsigned missing = lanes.spare_ring == NULL ? count : 0;
-    pthread_mutex_unlock(&lanes.mu);
-    if (missing == 0)
-        atomic_store(&ring_asked, false);
-    return missing;
-}
-
-static bool ring_add(size_t bytes)
-{
-    void *ring = NULL;
-    struct us_pinned_owner owner = {-1, 0};
-    bool pinned = us_staging_ring_alloc(bytes, &ring, &owner); /* logs a failure once */
-    if (pinned)
-        keep_spare_ring(ring, bytes, owner);
-    atomic_store(&ring_asked, false);
-    return pinned;
-}
-
-static const struct us_grower_pool ring_pool = {.missing = ring_missing, .add_free = ring_add};
-
-static size_t lane_ring_bytes(void)
-{
-    return (size_t)cfg_slots() * us_config()->chunk_bytes;
-}
-
-void us_lanes_prepare(cudaStream_t stream, int stream_device, int src_device, int dst_device,
-                      const struct us_ctx *home)
-{
-    if (atomic_load_explicit(&ring_asked, memory_order_relaxed))
-        return;
-    /* the grower pins in the primary context: not one the program never made active */
-    if (!home->primary && us_context_primary(home->device) == NULL)
-        return;
-    struct us_lane_key key;
-    make_key(&key, home->id, stream, stream_device, src_device, dst_device);
-    pthread_mutex_lock(&lanes.mu);
-    struct us_lane *l;
-    HASH_FIND(hh, lanes.table, &key, sizeof key, l);
-    bool wanted = l == NULL && lanes.spare_ring == NULL;
-    pthread_mutex_unlock(&lanes.mu);
-    bool expected = false;
-    if (wanted && atomic_compare_exchange_strong(&ring_asked, &expected, true) &&
-        !us_grower_request(&ring_pool, home->device, lane_ring_bytes(), 1))
-        atomic_store(&ring_asked, false); /* no grower: the lane pins its ring when it is made */
-}
-
 static void *take_spare_ring(size_t bytes, struct us_pinned_owner *owner)
 {
     pthread_mutex_lock(&lanes.mu);
@@ -287,7 +230,7 @@ struct us_lane *us_lane_peer(cudaStream_t stream, int stream_device, int src_dev
      * destroyed again (a copy used to make and destroy 2 streams and 12
      * events); an idle lane of the same devices is taken over, or the copy
      * goes native. */
-    size_t ring_bytes = lane_ring_bytes();
+    size_t ring_bytes = (size_t)cfg_slots() * us_config()->chunk_bytes;
     struct us_pinned_owner ring_owner = {-1, 0};
     void *ring = take_spare_ring(ring_bytes, &ring_owner);
     if (ring == NULL && !us_staging_ring_alloc(ring_bytes, &ring, &ring_owner)) {
@@ -418,5 +361,4 @@ void us_lanes_reset(void)
     lanes.spare_ring = NULL;
     lanes.count = 0;
     pthread_mutex_unlock(&lanes.mu);
-    atomic_store(&ring_asked, false);
 }

@@ -67,17 +67,6 @@ struct us_lane {
 struct us_lane *us_lane_peer(cudaStream_t stream, int stream_device, int src_device, int dst_device,
                              const struct us_ctx *home);
 
-/* After a staged copy that has no lane yet went native (its stream idle):
- * asks the grower thread (grower.h) to pin a ring in the background, kept
- * as the spare ring, so that the lane a later copy behind queued work makes
- * takes it instead of pinning its ring inside that copy (on two H200s such
- * a copy of 1 MiB held its caller 5.8 ms, against 65 us natively). Nothing
- * when the lane exists, a spare ring waits or is being pinned, or the ring
- * could only be pinned in a context the grower does not use. The ring is
- * within pinned_max, as the one the copy would have pinned. */
-void us_lanes_prepare(cudaStream_t stream, int stream_device, int src_device, int dst_device,
-                      const struct us_ctx *home);
-
 /* After a context is gone (destroyed, or its device reset): its lanes are
  * forgotten, never used again (a later context at the same address has
  * another id), none of their handles called: those in the context went with

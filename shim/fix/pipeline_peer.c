@@ -201,14 +201,11 @@ bool us_pipeline_peer(const struct us_copy *c, const struct us_ctx *home, cudaEr
         return false;
     /* on an idle stream the driver's staged copy starts at once and queues
      * behind nothing of its stream, so it holds no other copy up either */
-    int src = c->src_mem.device, dst = c->dst_mem.device;
     if (us_pipe_native_when_idle(&p, us_config()->peer_idle_native_bytes, &logged_idle_native,
                                  "a staged cross-GPU copy of up to peer_idle_native_bytes on a stream with no work "
-                                 "queued went native: the driver's staging is as fast or faster then")) {
-        /* the lane a copy behind queued work makes then finds its ring pinned */
-        us_lanes_prepare(p.stream, p.stream_device, src, dst, home);
+                                 "queued went native: the driver's staging is as fast or faster then"))
         return false;
-    }
+    int src = c->src_mem.device, dst = c->dst_mem.device;
     struct us_lane *l = us_lane_peer(p.stream, p.stream_device, src, dst, home);
     if (l == NULL) {
         us_pipe_end(&p);

@@ -17,7 +17,6 @@
 #include "config.h"
 #include "copy.h"
 #include "fake_cuda.h"
-#include "grower.h"
 #include "lanes.h"
 #include "log.h"
 #include "pipeline.h"
@@ -81,7 +80,6 @@ static void test_peer_idle_stream_native_up_to_the_option(void **state)
     us_streams_note_created(s, 0, false); /* a non-blocking stream the shim saw made: its idleness is known */
     cudaError_t result = cudaErrorUnknown;
     assert_false(copy_checked(US_API_MEMCPY_PEER_ASYNC, 4 * SLOT, s, 0, 1, &result));
-    us_grower_wait_idle(); /* the ring it asked for (us_lanes_prepare), pinned before the log is read */
     assert_int_equal(result, cudaErrorUnknown);
     assert_int_equal(fake_cuda_count(FAKE_cudaMemcpyAsync), 0);
     assert_int_equal(fake_cuda_log_count("peer_idle_native_bytes"), 1);
@@ -112,7 +110,6 @@ static void test_peer_idle_check_through_the_driver(void **state)
     unsigned queries = fake_cuda_count(FAKE_cudaStreamQuery), captures = fake_cuda_count(FAKE_cudaStreamIsCapturing);
     cudaError_t result = cudaErrorUnknown;
     assert_false(copy_checked(US_API_MEMCPY_PEER_ASYNC, SLOT, s, 0, 1, &result));
-    us_grower_wait_idle(); /* the ring it asked for (us_lanes_prepare), pinned before the log is read */
     assert_int_equal(result, cudaErrorUnknown);
     assert_int_equal(fake_cuda_count(FAKE_cuStreamQuery), 1);
     assert_int_equal(fake_cuda_count(FAKE_cuStreamIsCapturing), 2);
@@ -124,52 +121,6 @@ static void test_peer_idle_check_through_the_driver(void **state)
     fake_cuda.streams_busy = true; /* work queued: rewritten */
     assert_true(copy_checked(US_API_MEMCPY_PEER_ASYNC, SLOT, s, 0, 1, &result));
     assert_int_equal(result, cudaSuccess);
-}
-
-/* Pinned allocations the calling thread made (the fake's log). */
-static unsigned host_allocs_here(void)
-{
-    unsigned n = 0;
-    for (size_t i = 0; i < fake_cuda.ncalls; i++)
-        n += fake_cuda.calls[i].fn == FAKE_cudaHostAlloc && pthread_equal(fake_cuda.calls[i].thread, pthread_self());
-    return n;
-}
-
-/* A staged copy sent native on an idle stream has its lane's ring pinned by
- * the grower thread: the copy behind queued work that makes the lane pins
- * nothing in the call. Once the lane exists, or a spare ring waits, nothing
- * more is asked. */
-static void test_peer_idle_native_copy_has_the_ring_pinned_in_the_background(void **state)
-{
-    (void)state;
-    struct us_config cfg = *us_config();
-    cfg.peer_idle_native_bytes = 4 * SLOT;
-    us_config_set(&cfg);
-    cudaStream_t s = fake_cuda_user_stream(0);
-    us_streams_note_created(s, 0, false);
-    cudaError_t result = cudaErrorUnknown;
-    unsigned requests = us_grower_requests_done();
-    assert_false(copy_checked(US_API_MEMCPY_PEER_ASYNC, SLOT, s, 0, 1, &result)); /* native */
-    us_grower_wait_idle();
-    assert_int_equal(us_grower_requests_done(), requests + 1);
-    assert_int_equal(host_allocs_here(), 0);
-    assert_int_equal(fake_cuda_count(FAKE_cudaHostAlloc), 1); /* the ring, on the grower's thread */
-    assert_false(copy_checked(US_API_MEMCPY_PEER_ASYNC, SLOT, s, 0, 1, &result)); /* a spare waits: */
-    us_grower_wait_idle();
-    assert_int_equal(us_grower_requests_done(), requests + 1); /* nothing asked */
-
-    fake_cuda.streams_busy = true; /* behind queued work: rewritten, its lane made with the spare ring */
-    assert_true(copy_checked(US_API_MEMCPY_PEER_ASYNC, SLOT, s, 0, 1, &result));
-    assert_int_equal(result, cudaSuccess);
-    assert_int_equal(us_lanes_count(), 1);
-    assert_int_equal(host_allocs_here(), 0);
-    assert_int_equal(fake_cuda_count(FAKE_cudaHostAlloc), 1);
-
-    fake_cuda.streams_busy = false; /* the lane exists: an idle copy asks for no ring */
-    assert_false(copy_checked(US_API_MEMCPY_PEER_ASYNC, SLOT, s, 0, 1, &result));
-    us_grower_wait_idle();
-    assert_int_equal(us_grower_requests_done(), requests + 1);
-    assert_int_equal(fake_cuda_count(FAKE_cudaHostAlloc), 1);
 }
 
 static void test_peer_async_path_is_gpu_ordered(void **state)
@@ -568,8 +519,6 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_peer_data_every_size_class, setup, teardown),
         cmocka_unit_test_setup_teardown(test_peer_idle_stream_native_up_to_the_option, setup, teardown),
         cmocka_unit_test_setup_teardown(test_peer_idle_check_through_the_driver, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_peer_idle_native_copy_has_the_ring_pinned_in_the_background, setup,
-                                        teardown),
         cmocka_unit_test_setup_teardown(test_peer_async_path_is_gpu_ordered, setup, teardown),
         cmocka_unit_test_setup_teardown(test_peer_calls_per_chunk, setup, teardown),
         cmocka_unit_test_setup_teardown(test_peer_chunk_size_bounds_the_chunk_count, setup, teardown),
