@@ -61,7 +61,6 @@ struct hc_job {
     bool streaming; /* into a pinned slot: stores that bypass the cache (copy_to_staging) */
     unsigned nparts;
     unsigned next;  /* next part to claim (under pool.mu) */
-    unsigned active, max_active; /* parts being copied (under pool.mu), and how many at most */
     atomic_uint done; /* parts copied: counted under pool.mu, read by the caller without it */
     struct hc_job *queue_next;
 };
@@ -86,7 +85,6 @@ static _Atomic uint64_t last_done_ns; /* when a caller last saw its job done (0:
 static atomic_bool back_to_back; /* the newest job came within HC_WORKER_SPIN_NS of the one before it ending */
 static atomic_uint spins;        /* spins begun (tests) */
 static atomic_uint sleeping;     /* workers waiting on pool.work (changed under pool.mu) */
-static atomic_uint peak_active;  /* most parts of one job copied at once (tests) */
 static int spawn_warned;
 
 unsigned us_hostcopy_workers(void)
@@ -97,11 +95,6 @@ unsigned us_hostcopy_workers(void)
 unsigned us_hostcopy_worker_spins(void)
 {
     return atomic_load(&spins);
-}
-
-unsigned us_hostcopy_peak_parallel(void)
-{
-    return atomic_exchange(&peak_active, 0);
 }
 
 /* A copy into a pinned slot, which the GPU reads next and the CPU never
@@ -180,19 +173,11 @@ static void unlink_job_locked(struct hc_job *job)
     }
 }
 
-/* Claims the next part of `job` (pool.mu held); false when none is left,
- * or when max_active parts of it are being copied (saturated_locked). */
-static bool saturated_locked(const struct hc_job *job)
-{
-    return job->active >= job->max_active;
-}
-
+/* Claims the next part of `job` (pool.mu held); false when none is left. */
 static bool claim_locked(struct hc_job *job, unsigned *idx)
 {
-    if (job->next >= job->nparts || saturated_locked(job))
+    if (job->next >= job->nparts)
         return false;
-    if (++job->active > atomic_load_explicit(&peak_active, memory_order_relaxed))
-        atomic_store_explicit(&peak_active, job->active, memory_order_relaxed);
     *idx = job->next++;
     if (job->next == job->nparts)
         unlink_job_locked(job);
@@ -208,7 +193,6 @@ static void part_done_locked(struct hc_job *job, unsigned idx)
     unsigned k = segment_of(job, idx);
     unsigned seg_parts = job->first_part[k + 1] - job->first_part[k];
     unsigned nparts = job->nparts;
-    job->active--;
     bool segment_done = atomic_fetch_add_explicit(&job->seg_done[k], 1, memory_order_release) + 1 == seg_parts;
     bool job_done = atomic_fetch_add_explicit(&job->done, 1, memory_order_release) + 1 == nparts;
     if (segment_done || job_done)
@@ -286,7 +270,7 @@ static void *worker_main(void *arg)
     pthread_mutex_lock(&pool.mu);
     unsigned spun_for = pool.announced; /* the last announcement (us_hostcopy_expect) it spun for */
     for (;;) {
-        while (pool.head == NULL || saturated_locked(pool.head)) {
+        while (pool.head == NULL) {
             bool announced = pool.announced != spun_for;
             spun_for = pool.announced;
             if (announced || (copied && atomic_load_explicit(&back_to_back, memory_order_relaxed))) {
@@ -441,22 +425,6 @@ static void hand_over_done(const struct hc_job *job, unsigned *next, bool *go_on
     }
 }
 
-/* The most threads that copy into pinned slots at once, the caller
- * included, where the copy writes no new memory: the GPU reads the slots
- * meanwhile, and more threads' stores slowed its transfers more than they
- * added. On two H200s (32 vCPUs) a 256 MiB pageable H2D ran at 44.1-44.3
- * GB/s on 12 threads, 42.2-44.2 on 14 and 41.7-42.3 on 16 (three rounds,
- * case_b_pageable_h2d throughput), while a D2H and a first copy behind
- * queued work, whose spill writes new memory, ran best on 16 (D2H 48.7-48.8
- * against 45.2-47.9 GB/s on 12; the first 256 MiB held its caller 4.4-4.7
- * ms against 5.1-5.7): docs/measurements/2026-11-28-h200x2-idle-check.md. */
-#define HC_SLOT_THREADS_MAX 12u
-
-unsigned us_hostcopy_job_threads(bool into_slots, bool writes_new_memory, unsigned threads)
-{
-    return into_slots && !writes_new_memory && threads > HC_SLOT_THREADS_MAX ? HC_SLOT_THREADS_MAX : threads;
-}
-
 static bool copy_segments(const struct us_hostcopy_segment *seg, unsigned nsegs, bool streaming,
                           us_hostcopy_ready_fn ready, void *arg)
 {
@@ -485,9 +453,6 @@ static bool copy_segments(const struct us_hostcopy_segment *seg, unsigned nsegs,
         first_part[k + 1] = first_part[k] + (unsigned)((seg[k].bytes + part_bytes[k] - 1) / part_bytes[k]);
         atomic_init(&seg_done[k], 0);
     }
-    bool fresh = false;
-    for (unsigned k = 0; k < nsegs; k++)
-        fresh = fresh || seg[k].fresh;
     struct hc_job job = {
         .seg = seg,
         .nsegs = nsegs,
@@ -496,7 +461,6 @@ static bool copy_segments(const struct us_hostcopy_segment *seg, unsigned nsegs,
         .seg_done = seg_done,
         .streaming = streaming,
         .nparts = first_part[nsegs],
-        .max_active = us_hostcopy_job_threads(streaming, fresh, helpers + 1),
     };
 
     uint64_t before = atomic_load_explicit(&last_done_ns, memory_order_relaxed);

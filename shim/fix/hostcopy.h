@@ -6,9 +6,7 @@
  * the calling thread and a pool of worker threads copy together; option
  * copy_threads counts every thread on one copy, the caller included (1: the
  * caller alone, no pool; 0, the default: the CPUs the process may run on less
- * two, 8 at least, 16 at most, us_hostcopy_auto_threads); a copy into pinned
- * slots that writes no new memory (an H2D whose slots hold it) runs on 12 at
- * most (hostcopy.c says why). Smaller copies are a plain memcpy on the caller.
+ * two, 8 at least, 16 at most, us_hostcopy_auto_threads). Smaller copies are a plain memcpy on the caller.
  *
  * The pool starts on the first large copy, or earlier with us_hostcopy_start
  * (after the program's first device allocation: us_copy_warm). Its threads are detached and block
@@ -26,10 +24,6 @@
 /* memcpy(dst, src, bytes), on several threads when it is large; returns when
  * done. The ranges must not overlap (like memcpy). bytes 0: nothing. */
 void us_hostcopy(void *dst, const void *src, size_t bytes);
-
-/* How many of `threads` copy one job at once: all of them, but 12 at most
- * for a copy into pinned slots that writes no new memory (hostcopy.c). */
-unsigned us_hostcopy_job_threads(bool into_slots, bool writes_new_memory, unsigned threads);
 
 /* The threads copy_threads=0 stands for in a process that may run on `cpus`
  * CPUs: cpus - 2, 8 at least, 16 at most. */
@@ -114,9 +108,5 @@ unsigned us_hostcopy_workers(void);
 /* Times a worker, its part copied, spun for the next job instead of
  * sleeping (tests): only while jobs come back to back (hostcopy.c). */
 unsigned us_hostcopy_worker_spins(void);
-
-/* Tests: the most parts of one job copied at once since the last call
- * (reset by the call). */
-unsigned us_hostcopy_peak_parallel(void);
 
 #endif

@@ -273,36 +273,6 @@ static void test_hostcopy_many_threads(void **state)
     assert_true(us_hostcopy_workers() <= 63);
 }
 
-/* A copy into pinned slots that writes no new memory runs on 12 threads at
- * most, the caller included (the GPU reads the slots meanwhile); a D2H's
- * copy and one that writes new memory (a spill) on all of them. */
-static void test_hostcopy_slot_copies_run_on_twelve_threads_at_most(void **state)
-{
-    (void)state;
-    assert_int_equal(us_hostcopy_job_threads(true, false, 16), 12);
-    assert_int_equal(us_hostcopy_job_threads(true, false, 12), 12);
-    assert_int_equal(us_hostcopy_job_threads(true, false, 8), 8);
-    assert_int_equal(us_hostcopy_job_threads(true, true, 16), 16);
-    assert_int_equal(us_hostcopy_job_threads(false, false, 16), 16);
-    set_threads(32, 4096);
-    size_t n = 48u << 20;
-    unsigned char *src = malloc(n), *dst = malloc(n);
-    assert_non_null(src);
-    assert_non_null(dst);
-    fill(src, n, 7);
-    (void)us_hostcopy_peak_parallel();
-    us_hostcopy_to_staging(dst, src, n);
-    assert_memory_equal(dst, src, n);
-    unsigned peak = us_hostcopy_peak_parallel();
-    assert_true(peak >= 1 && peak <= 12);
-    memset(dst, 0, n);
-    us_hostcopy(dst, src, n); /* all 32 may copy: whatever this machine's cores let them */
-    assert_memory_equal(dst, src, n);
-    assert_true(us_hostcopy_peak_parallel() >= 1);
-    free(src);
-    free(dst);
-}
-
 /* --- several callers at once ------------------------------------------------------- */
 
 struct caller {
@@ -612,7 +582,6 @@ int main(void)
         T(test_hostcopy_fresh_destination),
         T(test_hostcopy_below_min_stays_on_caller),
         T(test_hostcopy_many_threads),
-        T(test_hostcopy_slot_copies_run_on_twelve_threads_at_most),
         T(test_hostcopy_default_threads_follow_the_cpus),
         T(test_hostcopy_segments_handed_over_in_order),
         T(test_hostcopy_concurrent_callers),
