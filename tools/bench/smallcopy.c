@@ -13,6 +13,9 @@
  *   h2d_async  cudaMemcpyAsync host-to-device on a created stream + cudaStreamSynchronize
  *   peer_async cudaMemcpyPeerAsync from device 0 to device 1, peer access never enabled (case A:
  *              the driver stages it through the host) + cudaStreamSynchronize; only with two devices
+ *   d2d_async  cudaMemcpyAsync device-to-device between two buffers of device 0 on a created stream
+ *              + cudaStreamSynchronize (what case D's detection watches; nothing is rewritten on an
+ *              idle GPU)
  * Output, one line a row:
  *   SMALLCOPY op=<op> bytes=<n> reps=<r> first_us=<t> median_us=<t> p99_us=<t> max_us=<t> ok=<0|1> gap_us=<g>
  * ok: the bytes that came back are the bytes that went (checked after the row);
@@ -41,10 +44,11 @@
 #include <string.h>
 #include <time.h>
 
-enum op { OP_H2D, OP_D2H, OP_D2H_ASYNC, OP_H2D_ASYNC, OP_PEER_ASYNC, OP_COUNT };
-static const char *const op_name[OP_COUNT] = { "h2d", "d2h", "d2h_async", "h2d_async", "peer_async" };
+enum op { OP_H2D, OP_D2H, OP_D2H_ASYNC, OP_H2D_ASYNC, OP_PEER_ASYNC, OP_D2D_ASYNC, OP_COUNT };
+static const char *const op_name[OP_COUNT] = { "h2d", "d2h", "d2h_async", "h2d_async", "peer_async", "d2d_async" };
 
-static void *dev1; /* peer_async's destination, on device 1 (NULL: one device) */
+static void *dev1;  /* peer_async's destination, on device 1 (NULL: one device) */
+static void *dev0b; /* d2d_async's destination, on device 0 */
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -96,6 +100,11 @@ static void row(enum op op, size_t bytes, unsigned char *host, unsigned char *ba
         CHECK(cudaMemset(dev1, 0, bytes));
         CHECK(cudaDeviceSynchronize());
         CHECK(cudaSetDevice(0));
+    } else if (op == OP_D2D_ASYNC) {
+        CHECK(cudaMemcpy(dev, host, bytes, cudaMemcpyHostToDevice));
+        CHECK(cudaMemset(dev0b, 0, bytes));
+        CHECK(cudaDeviceSynchronize());
+        memset(back, 0xa5, bytes);
     } else if (!to_device) { /* the device holds the pattern; the host buffer is poisoned */
         CHECK(cudaMemcpy(dev, host, bytes, cudaMemcpyHostToDevice));
         memset(back, 0xa5, bytes);
@@ -119,6 +128,10 @@ static void row(enum op op, size_t bytes, unsigned char *host, unsigned char *ba
             CHECK(cudaMemcpyPeerAsync(dev1, 1, dev, 0, bytes, s));
             CHECK(cudaStreamSynchronize(s));
             break;
+        case OP_D2D_ASYNC:
+            CHECK(cudaMemcpyAsync(dev0b, dev, bytes, cudaMemcpyDeviceToDevice, s));
+            CHECK(cudaStreamSynchronize(s));
+            break;
         default: break;
         }
         t[i] = bench_now_us() - t0;
@@ -127,6 +140,8 @@ static void row(enum op op, size_t bytes, unsigned char *host, unsigned char *ba
         CHECK(cudaMemcpy(back, dev, bytes, cudaMemcpyDeviceToHost));
     if (op == OP_PEER_ASYNC)
         CHECK(cudaMemcpy(back, dev1, bytes, cudaMemcpyDeviceToHost));
+    if (op == OP_D2D_ASYNC)
+        CHECK(cudaMemcpy(back, dev0b, bytes, cudaMemcpyDeviceToHost));
     int ok = memcmp(host, back, bytes) == 0;
     double first = t[0];
     if (getenv("SMALLCOPY_TIMES") != NULL) { /* every call, in order: smallcopy_table.py pools the rounds */
@@ -174,6 +189,7 @@ int main(int argc, char **argv)
     void *dev;
     cudaStream_t s;
     CHECK(cudaMalloc(&dev, largest));
+    CHECK(cudaMalloc(&dev0b, largest));
     int devices = 0;
     if (cudaGetDeviceCount(&devices) == cudaSuccess && devices >= 2) {
         CHECK(cudaSetDevice(1));
@@ -194,6 +210,7 @@ int main(int argc, char **argv)
     }
     CHECK(cudaStreamDestroy(s));
     CHECK(cudaFree(dev));
+    CHECK(cudaFree(dev0b));
     if (dev1 != NULL)
         CHECK(cudaFree(dev1));
     free(host);
