@@ -69,3 +69,12 @@ for mode in $modes; do
     fi
     run "$mode" case_clean "$bin/case_clean"
 done
+# another thread's launches beside the D2H loop, in fresh processes taking
+# turns between the modes: a process's worst launch moves a lot from one
+# process to the next (natively 0.05-0.6 ms on one H200), so the table
+# compares each pairing (tools/bench/table.py: no worse than native's in each)
+for i in 1 2 3; do
+    for mode in $modes; do
+        run "$mode" case_c_launch_$i "$bin/case_c_pageable_d2h" launch_latency
+    done
+done

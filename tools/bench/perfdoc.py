@@ -41,6 +41,7 @@ README_ROWS = [
     "B: a process's first 256 MiB pageable H2D",
     "B: 256 MiB pageable H2D throughput",
     "C: 256 MiB pageable D2H throughput",
+    "C: launch latency of another thread during a 256 MiB pageable D2H loop, 3 processes taking turns",
     "C: launch latency of another thread during a 256 MiB pageable D2H loop (max)",
     "C: a 4 B D2H on stream 0 whose stream waits",
     "D: the same, fix_busy_d2d=1 (unstall column), created context, busy",

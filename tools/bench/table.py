@@ -83,15 +83,37 @@ def bandwidth_bound(case, run):
     return target_from
 
 
-def no_worse_than_native(run, case, test, key, scale=1.0, fmt="{:.0f}"):
-    """A target that is native's own figure in the same run: unstall no worse."""
-    def target_from(runs, native=None):
-        r = native.get(run) if native else None
-        v = num(r.row(case, test), key) if r else None
-        if v is None:
-            return None, "-"
-        return (lambda s: s <= v), "<= native's " + fmt.format(v * scale)
-    return target_from
+LAUNCH_PAIRS = 3  # tests/gpu/runner.sh's case_c_launch_1..3, native and unstall taking turns
+
+
+def launch_pair_worsts(runs):
+    """The worst launch of each of the run's launch-latency processes that
+    took turns with the other mode's (case_c_launch_1..3), in order; None
+    where a process gave no figure."""
+    worsts = []
+    for i in range(1, LAUNCH_PAIRS + 1):
+        r = runs.get(f"case_c_launch_{i}")
+        worsts.append(num(r.row("C", "launch_latency"), "max_ms") if r else None)
+    return worsts
+
+
+def launch_pairs_worst(runs):
+    """A getter: the worst of launch_pair_worsts, and its first row."""
+    vals = [v for v in launch_pair_worsts(runs) if v is not None]
+    r = runs.get("case_c_launch_1")
+    return (max(vals) if vals else None), (r.row("C", "launch_latency") if r else None)
+
+
+def no_worse_in_each_pairing(runs, native=None):
+    """The launch row's target (as the issue set it): in every pairing of
+    processes that took turns, unstall's worst launch no worse than
+    native's. Met only when every pairing has both figures."""
+    shim, nat = launch_pair_worsts(runs), launch_pair_worsts(native or {})
+    if all(n is None for n in nat):
+        return None, "-"
+    met = all(s is not None and n is not None and s <= n for s, n in zip(shim, nat))
+    shown = "/".join("?" if n is None else f"{n * 1000:.0f}" for n in nat)
+    return (lambda v: met), f"<= native's in each pairing: {shown}"
 
 
 def field(run, case, test, key, agg=None, tests=None):
@@ -186,8 +208,10 @@ def rows():
         Row(lambda x: f"C: the link, {mib(x)} D2H into pinned memory", field("case_c", "C", "link", "gbps"),
             "GB/s", "higher"),
         Row(lambda x: f"C: launch latency of another thread during a {mib(x)} pageable D2H loop (max)",
-            field("case_c", "C", "launch_latency", "max_ms"), "us", "lower", scale=1000.0,
-            target_from=no_worse_than_native("case_c", "C", "launch_latency", "max_ms", 1000.0)),
+            field("case_c", "C", "launch_latency", "max_ms"), "us", "lower", scale=1000.0),
+        Row(lambda x: f"C: launch latency of another thread during a {mib(x)} pageable D2H loop, "
+            f"{LAUNCH_PAIRS} processes taking turns with native's (worst)", launch_pairs_worst, "us", "lower",
+            scale=1000.0, target_from=no_worse_in_each_pairing),
         Row(lambda x: f"C: launch latency of another thread during a {mib(x)} pageable D2H loop (p99)",
             field("case_c", "C", "launch_latency", "p99_ms"), "us", "lower", scale=1000.0),
         Row(lambda x: f"C: a {mib(x)} D2H on stream 0 whose stream waits for another thread's launch", outcome("case_c_deadlock"), "", "text",
