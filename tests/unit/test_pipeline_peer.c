@@ -113,9 +113,7 @@ static void test_peer_idle_check_through_the_driver(void **state)
     assert_int_equal(result, cudaErrorUnknown);
     assert_int_equal(fake_cuda_count(FAKE_cuStreamQuery), 1);
     assert_int_equal(fake_cuda_count(FAKE_cuStreamIsCapturing), 2);
-    for (size_t i = 0; i < fake_cuda.ncalls; i++)
-        if (fake_cuda.calls[i].fn == FAKE_cuStreamQuery)
-            assert_ptr_equal(fake_cuda.calls[i].stream, cudaStreamLegacy);
+    assert_ptr_equal(fake_cuda.calls[fake_cuda_find(FAKE_cuStreamQuery, 0)].stream, cudaStreamLegacy);
     assert_int_equal(fake_cuda_count(FAKE_cudaStreamQuery), queries);
     assert_int_equal(fake_cuda_count(FAKE_cudaStreamIsCapturing), captures);
     fake_cuda.streams_busy = true; /* work queued: rewritten */

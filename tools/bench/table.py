@@ -83,39 +83,6 @@ def bandwidth_bound(case, run):
     return target_from
 
 
-LAUNCH_PAIRS = 3  # tests/gpu/runner.sh's case_c_launch_1..3, native and unstall taking turns
-
-
-def launch_pair_worsts(runs):
-    """The worst launch of each of the run's launch-latency processes that
-    took turns with the other mode's (case_c_launch_1..3), in order; None
-    where a process gave no figure."""
-    worsts = []
-    for i in range(1, LAUNCH_PAIRS + 1):
-        r = runs.get(f"case_c_launch_{i}")
-        worsts.append(num(r.row("C", "launch_latency"), "max_ms") if r else None)
-    return worsts
-
-
-def launch_pairs_worst(runs):
-    """A getter: the worst of launch_pair_worsts, and its first row."""
-    vals = [v for v in launch_pair_worsts(runs) if v is not None]
-    r = runs.get("case_c_launch_1")
-    return (max(vals) if vals else None), (r.row("C", "launch_latency") if r else None)
-
-
-def no_worse_in_each_pairing(runs, native=None):
-    """The launch row's target (as the issue set it): in every pairing of
-    processes that took turns, unstall's worst launch no worse than
-    native's. Met only when every pairing has both figures."""
-    shim, nat = launch_pair_worsts(runs), launch_pair_worsts(native or {})
-    if all(n is None for n in nat):
-        return None, "-"
-    met = all(s is not None and n is not None and s <= n for s, n in zip(shim, nat))
-    shown = "/".join("?" if n is None else f"{n * 1000:.0f}" for n in nat)
-    return (lambda v: met), f"<= native's in each pairing: {shown}"
-
-
 def field(run, case, test, key, agg=None, tests=None):
     """A getter: runs[run] row (case, test) key; with tests=[...] and agg, the
     aggregate (max/min) of the key over several tests."""
@@ -130,6 +97,39 @@ def field(run, case, test, key, agg=None, tests=None):
         x = r.row(case, test)
         return num(x, key), x
     return get
+
+
+LAUNCH_PAIRS = 3  # tests/gpu/runner.sh's case_c_launch_1..3, native and unstall taking turns
+
+
+def launch_pair_figures(runs):
+    """(worst launch, row) of each of the run's launch-latency processes that
+    took turns with the other mode's (case_c_launch_1..3), in order; the
+    worst is None where a process gave no figure."""
+    return [field(f"case_c_launch_{i}", "C", "launch_latency", "max_ms")(runs) for i in range(1, LAUNCH_PAIRS + 1)]
+
+
+def launch_pair_worsts(runs):
+    return [worst for worst, _ in launch_pair_figures(runs)]
+
+
+def launch_pairs_worst(runs):
+    """A getter: the worst over the pairings, and the first process's row."""
+    figures = launch_pair_figures(runs)
+    vals = [worst for worst, _ in figures if worst is not None]
+    return (max(vals) if vals else None), figures[0][1]
+
+
+def no_worse_in_each_pairing(runs, native=None):
+    """The launch row's target (as the issue set it): in every pairing of
+    processes that took turns, unstall's worst launch no worse than
+    native's. Met only when every pairing has both figures."""
+    shim, nat = launch_pair_worsts(runs), launch_pair_worsts(native or {})
+    if all(n is None for n in nat):
+        return None, "-"
+    met = all(s is not None and n is not None and s <= n for s, n in zip(shim, nat))
+    shown = "/".join("?" if n is None else f"{n * 1000:.0f}" for n in nat)
+    return (lambda v: met), f"<= native's in each pairing: {shown}"
 
 
 def outcome(run):
