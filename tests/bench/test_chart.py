@@ -183,6 +183,10 @@ class FromRuns(unittest.TestCase):
                 for i, worst in enumerate((0.150, 0.090, 0.300) if run == "native" else (0.120, 0.090, 0.200), 1):
                     runs[run][f"case_c_launch_{i}"] = (f"RESULT case=C test=launch_latency copy_bytes=268435456 "
                                                         f"max_ms={worst} ok=1\n")
+                # the pinned loop beside them (case clean): a reference, without a target
+                for i, worst in enumerate((0.110, 0.400, 0.080) if run == "native" else (0.100, 0.070, 0.090), 1):
+                    runs[run][f"clean_launch_{i}"] = (f"RESULT case=clean test=launch_latency copy_bytes=268435456 "
+                                                      f"max_ms={worst} ok=1\n")
             rows = rows_of_runs(d, runs)
 
             def row(start):
@@ -198,6 +202,9 @@ class FromRuns(unittest.TestCase):
             pairs = row("C: launch latency of another thread during a 256 MiB pageable D2H loop, 3 processes")
             self.assertEqual((pairs["native"], pairs["unstall"]), (300.0, 200.0))
             self.assertEqual((pairs["target"], pairs["target_met"]), ("<= native's in each pairing: 150/90/300", True))
+            pinned = row("C: launch latency of another thread during a 256 MiB D2H loop into pinned memory")
+            self.assertEqual((pinned["native"], pinned["unstall"]), (400.0, 100.0))
+            self.assertEqual((pinned["target"], pinned["target_met"]), ("-", None))
 
     def test_launch_pairs_one_worse_pairing_misses(self):
         """One pairing where unstall's worst launch is above native's misses

@@ -72,9 +72,12 @@ done
 # another thread's launches beside the D2H loop, in fresh processes taking
 # turns between the modes: a process's worst launch moves a lot from one
 # process to the next (natively 0.05-0.6 ms on one H200), so the table
-# compares each pairing (tools/bench/table.py: no worse than native's in each)
+# compares each pairing (tools/bench/table.py: no worse than native's in each).
+# Beside them the same loop into pinned memory (case_clean): what a program
+# that copies right gets at the link's speed, the reference for both
 for i in 1 2 3; do
     for mode in $modes; do
         run "$mode" case_c_launch_$i "$bin/case_c_pageable_d2h" launch_latency
+        run "$mode" clean_launch_$i "$bin/case_clean" launch_latency
     done
 done
