@@ -28,6 +28,8 @@
  */
 #include <cuda.h>
 #include <cuda_runtime.h>
+#define BENCH_NAME "launch_beside"
+#include "bench_cuda.h"
 #include <emmintrin.h>
 #include <pthread.h>
 #include <atomic>
@@ -35,16 +37,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-
-#define CK(x)                                                                       \
-    do {                                                                            \
-        cudaError_t e_ = (x);                                                       \
-        if (e_ != cudaSuccess) {                                                    \
-            fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e_));                \
-            exit(1);                                                                \
-        }                                                                           \
-    } while (0)
 
 #define BYTES ((size_t)256 << 20)
 #define CHUNK ((size_t)8 << 20)
@@ -55,13 +47,6 @@
 #define RUN_US 2e6
 
 __global__ void empty_kernel(void) {}
-
-static double now_us(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec * 1e6 + t.tv_nsec / 1e3;
-}
 
 static std::atomic<bool> stop_copies, stop_load;
 
@@ -75,24 +60,24 @@ struct launches {
 static void *launcher(void *arg)
 {
     struct launches *l = (struct launches *)arg;
-    CK(cudaSetDevice(0));
+    CHECK(cudaSetDevice(0));
     cudaStream_t s;
-    CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     empty_kernel<<<1, 1, 0, s>>>();
-    CK(cudaStreamSynchronize(s));
-    double end = now_us() + RUN_US;
+    CHECK(cudaStreamSynchronize(s));
+    double end = bench_now_us() + RUN_US;
     l->n = 0;
     while (l->n < l->cap) {
-        double t0 = now_us();
+        double t0 = bench_now_us();
         if (t0 >= end)
             break;
         empty_kernel<<<1, 1, 0, s>>>();
-        l->lat[l->n++] = now_us() - t0;
+        l->lat[l->n++] = bench_now_us() - t0;
         if (l->n % 64 == 0)
-            CK(cudaStreamSynchronize(s));
+            CHECK(cudaStreamSynchronize(s));
     }
-    CK(cudaStreamSynchronize(s));
-    CK(cudaStreamDestroy(s));
+    CHECK(cudaStreamSynchronize(s));
+    CHECK(cudaStreamDestroy(s));
     return NULL;
 }
 
@@ -118,16 +103,16 @@ static void chunked_copy(struct copier *c, cudaStream_t s, cudaEvent_t *ev, uint
         if (k >= IN_FLIGHT) { /* wait for chunk k - IN_FLIGHT */
             size_t w = k - IN_FLIGHT;
             if (c->pattern == CHUNKS_EVENT)
-                CK(cudaEventSynchronize(ev[w % IN_FLIGHT]));
+                CHECK(cudaEventSynchronize(ev[w % IN_FLIGHT]));
             else /* the GPU writes chunk w's number once its bytes are in */
                 while ((int32_t)(*c->flag - (*seq + (uint32_t)w + 1)) < 0)
                     __builtin_ia32_pause();
         }
         if (k < CHUNKS) {
             char *dst = (char *)c->pinned + k * CHUNK;
-            CK(cudaMemcpyAsync(dst, (char *)c->dev + k * CHUNK, CHUNK, cudaMemcpyDeviceToHost, s));
+            CHECK(cudaMemcpyAsync(dst, (char *)c->dev + k * CHUNK, CHUNK, cudaMemcpyDeviceToHost, s));
             if (c->pattern == CHUNKS_EVENT)
-                CK(cudaEventRecord(ev[k % IN_FLIGHT], s));
+                CHECK(cudaEventRecord(ev[k % IN_FLIGHT], s));
             else if (cuStreamWriteValue32((CUstream)s, c->flag_dev, *seq + (uint32_t)k + 1, CU_STREAM_WRITE_VALUE_DEFAULT) !=
                      CUDA_SUCCESS) {
                 fprintf(stderr, "cuStreamWriteValue32 failed\n");
@@ -141,26 +126,26 @@ static void chunked_copy(struct copier *c, cudaStream_t s, cudaEvent_t *ev, uint
 static void *copier_main(void *arg)
 {
     struct copier *c = (struct copier *)arg;
-    CK(cudaSetDevice(0));
+    CHECK(cudaSetDevice(0));
     cudaStream_t s;
-    CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     cudaEvent_t ev[IN_FLIGHT];
     for (int i = 0; i < IN_FLIGHT; i++)
-        CK(cudaEventCreateWithFlags(&ev[i], cudaEventDisableTiming));
+        CHECK(cudaEventCreateWithFlags(&ev[i], cudaEventDisableTiming));
     uint32_t seq = *c->flag;
     while (!stop_copies.load()) {
-        double t0 = now_us();
+        double t0 = bench_now_us();
         switch (c->pattern) {
         case PAGEABLE:
-            CK(cudaMemcpyAsync(c->pageable, c->dev, BYTES, cudaMemcpyDeviceToHost, s));
-            CK(cudaStreamSynchronize(s));
+            CHECK(cudaMemcpyAsync(c->pageable, c->dev, BYTES, cudaMemcpyDeviceToHost, s));
+            CHECK(cudaStreamSynchronize(s));
             break;
         case PINNED:
         case PINNED_LOAD:
         case PINNED_LOAD_NT:
         case PINNED_SPIN:
-            CK(cudaMemcpyAsync(c->pinned, c->dev, BYTES, cudaMemcpyDeviceToHost, s));
-            CK(cudaStreamSynchronize(s));
+            CHECK(cudaMemcpyAsync(c->pinned, c->dev, BYTES, cudaMemcpyDeviceToHost, s));
+            CHECK(cudaStreamSynchronize(s));
             break;
         case CHUNKS_EVENT:
         case CHUNKS_FLAG:
@@ -169,13 +154,13 @@ static void *copier_main(void *arg)
         default:
             break;
         }
-        c->copy_us += now_us() - t0;
+        c->copy_us += bench_now_us() - t0;
         c->copies++;
         c->started.store(true);
     }
     for (int i = 0; i < IN_FLIGHT; i++)
-        CK(cudaEventDestroy(ev[i]));
-    CK(cudaStreamDestroy(s));
+        CHECK(cudaEventDestroy(ev[i]));
+    CHECK(cudaStreamDestroy(s));
     return NULL;
 }
 
@@ -186,6 +171,8 @@ struct load {
     enum pattern pattern;
 };
 
+/* the stores of the shim's copies into pinned slots (hostcopy.c copy_to_staging), here
+ * between two ordinary buffers: this program is built alone, without the shim */
 static void copy_nt(char *dst, const char *src, size_t n)
 {
     for (size_t i = 0; i + 64 <= n; i += 64) {
@@ -282,21 +269,21 @@ int main(int argc, char **argv)
         for (int p = 0; p < PATTERNS; p++)
             if (strcmp(argv[i], pattern_name[p]) == 0)
                 want[p] = true;
-    CK(cudaSetDevice(0));
+    CHECK(cudaSetDevice(0));
     struct copier c;
     memset((void *)&c, 0, sizeof c);
-    CK(cudaMalloc(&c.dev, BYTES));
-    CK(cudaMemset(c.dev, 7, BYTES));
+    CHECK(cudaMalloc(&c.dev, BYTES));
+    CHECK(cudaMemset(c.dev, 7, BYTES));
     c.pageable = malloc(BYTES);
     memset(c.pageable, 0, BYTES);
-    CK(cudaHostAlloc(&c.pinned, BYTES, cudaHostAllocDefault));
+    CHECK(cudaHostAlloc(&c.pinned, BYTES, cudaHostAllocDefault));
     memset(c.pinned, 0, BYTES);
     uint32_t *flag;
-    CK(cudaHostAlloc((void **)&flag, 4096, cudaHostAllocMapped));
+    CHECK(cudaHostAlloc((void **)&flag, 4096, cudaHostAllocMapped));
     *flag = 0;
     c.flag = flag;
     void *flag_dev;
-    CK(cudaHostGetDevicePointer(&flag_dev, flag, 0));
+    CHECK(cudaHostGetDevicePointer(&flag_dev, flag, 0));
     c.flag_dev = (CUdeviceptr)flag_dev;
     CUdevice cu_dev;
     int mem_ops = -1;
