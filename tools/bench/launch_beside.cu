@@ -135,24 +135,12 @@ static void *copier_main(void *arg)
     uint32_t seq = *c->flag;
     while (!stop_copies.load()) {
         double t0 = bench_now_us();
-        switch (c->pattern) {
-        case PAGEABLE:
-            CHECK(cudaMemcpyAsync(c->pageable, c->dev, BYTES, cudaMemcpyDeviceToHost, s));
-            CHECK(cudaStreamSynchronize(s));
-            break;
-        case PINNED:
-        case PINNED_LOAD:
-        case PINNED_LOAD_NT:
-        case PINNED_SPIN:
-            CHECK(cudaMemcpyAsync(c->pinned, c->dev, BYTES, cudaMemcpyDeviceToHost, s));
-            CHECK(cudaStreamSynchronize(s));
-            break;
-        case CHUNKS_EVENT:
-        case CHUNKS_FLAG:
+        if (c->pattern == CHUNKS_EVENT || c->pattern == CHUNKS_FLAG) {
             chunked_copy(c, s, ev, &seq);
-            break;
-        default:
-            break;
+        } else { /* one whole copy, into malloc memory or pinned */
+            CHECK(cudaMemcpyAsync(c->pattern == PAGEABLE ? c->pageable : c->pinned, c->dev, BYTES,
+                                  cudaMemcpyDeviceToHost, s));
+            CHECK(cudaStreamSynchronize(s));
         }
         c->copy_us += bench_now_us() - t0;
         c->copies++;
@@ -225,7 +213,8 @@ static void round_of(struct copier *c, struct launches *l, int round)
     pthread_t load_tid[LOAD_THREADS];
     struct load loads[LOAD_THREADS];
     int loaders = 0;
-    if (c->pattern >= PINNED_LOAD)
+    bool others_busy = c->pattern == PINNED_LOAD || c->pattern == PINNED_LOAD_NT || c->pattern == PINNED_SPIN;
+    if (others_busy)
         for (; loaders < LOAD_THREADS; loaders++) {
             loads[loaders].pattern = c->pattern;
             loads[loaders].a = (char *)malloc(LOAD_BYTES);
