@@ -73,10 +73,11 @@ d_slice_us=40000 d_kernel_ms=900
 export SCN_CHECK_D_SLICE_MS=$((d_slice_us / 1000))
 # how late a timed same-device copy must start to count as late (option
 # busy_d2d_late_us, 500 us on a GPU against a 2 ms slice), stretched with the
-# slices here: the simulated GPU's timing events are host threads, which a
-# loaded machine delays by a millisecond or so (an idle stream's copy once
-# read 872 us late, and its stream was staged), where a GPU's are not
-d_late_us=10000
+# slices here, for every run: the simulated GPU's timing events are host
+# threads, which a loaded machine delays by a millisecond or so (an idle
+# stream's copy once read 872 us late, and its stream was staged), where a
+# GPU's are not
+export UNSTALL_BUSY_D2D_LATE_US=10000
 for mode in $modes; do
     # kernels a little longer than SCN_QUICK's: wider margins on a loaded machine
     run "$mode" case_a SCN_A_KERNEL_MS=100 "$bin/case_a_staged_peer"
@@ -87,13 +88,12 @@ for mode in $modes; do
     run "$mode" case_c_deadlock "$bin/case_c_pageable_d2h" deadlock
     run "$mode" case_c_deadlock_1m SCN_C_DEADLOCK_BYTES=1M "$bin/case_c_pageable_d2h" deadlock
     # a long time slice, so that the wait for it stands above the noise
-    run "$mode" case_d FAKECUDA_TIMESLICE_US=20000 UNSTALL_BUSY_D2D_LATE_US=$d_late_us "$bin/case_d_busy_d2d" busy_d2d
+    run "$mode" case_d FAKECUDA_TIMESLICE_US=20000 "$bin/case_d_busy_d2d" busy_d2d
     # the repeated case: 10 bursts; in the primary context the first waits
     # for the kernel's end, in a created one each waits a slice (d_slice_us:
     # long enough that a burst run at once on a loaded machine, 2-11 ms seen,
     # stays well under half of it; the kernel outlasts ten slices)
-    run "$mode" case_d_bursts FAKECUDA_TIMESLICE_US=$d_slice_us SCN_D_KERNEL_MS=$d_kernel_ms \
-        UNSTALL_BUSY_D2D_LATE_US=$d_late_us "$bin/case_d_busy_d2d" \
+    run "$mode" case_d_bursts FAKECUDA_TIMESLICE_US=$d_slice_us SCN_D_KERNEL_MS=$d_kernel_ms "$bin/case_d_busy_d2d" \
         bursts_primary_idle bursts_primary_busy bursts_created_idle bursts_created_busy
     # the remedy (fix_busy_d2d, on by default; set here all the same): the created context's bursts
     # staged; the primary context's first burst waits for the kernel anyway
@@ -101,7 +101,7 @@ for mode in $modes; do
     if [ "$mode" = shim ]; then
         for ctx in primary created; do
             run "$mode" "case_d_bursts_fixed_$ctx" FAKECUDA_TIMESLICE_US=$d_slice_us SCN_D_KERNEL_MS=$d_kernel_ms \
-                UNSTALL_BUSY_D2D_LATE_US=$d_late_us UNSTALL_FIX_BUSY_D2D=1 "$bin/case_d_busy_d2d" "bursts_${ctx}_busy"
+                UNSTALL_FIX_BUSY_D2D=1 "$bin/case_d_busy_d2d" "bursts_${ctx}_busy"
         done
     fi
     run "$mode" case_e SCN_E_KERNEL_MS=100 "$bin/case_e_legacy"
