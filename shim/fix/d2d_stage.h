@@ -3,9 +3,10 @@
  * engine (detect/engine_late.h) goes through pinned host memory on the copy
  * engines instead: a D2H into the stream's staging buffer, then an H2D from
  * it, both on the program's stream with the program's API (so the _ptsz
- * variant keeps its per-thread stream). Stream order is the stream's own;
- * the buffer is used only by that stream, so the next staged copy's D2H
- * cannot overtake this one's H2D, and the host never waits. */
+ * variant keeps its per-thread stream), in pieces of the buffer's size (2
+ * MiB) for a larger copy. Stream order is the stream's own; the buffer is
+ * used only by that stream, so the next piece's or copy's D2H cannot
+ * overtake this one's H2D, and the host never waits. */
 #ifndef UNSTALL_D2D_STAGE_H
 #define UNSTALL_D2D_STAGE_H
 

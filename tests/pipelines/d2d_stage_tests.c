@@ -13,8 +13,13 @@
  * shim with UNSTALL_FIX_BUSY_D2D=1. Prints "PASS name" or "FAIL name: why";
  * exits 1 on a failure.
  *
- * Usage: d2d_stage_tests [staged|native]   staged: the shim is expected to
- * stage (asserted from fakecuda's statistics); native: it must not. */
+ * Usage: d2d_stage_tests [staged|pieces|native] [BYTES]   staged: the shim
+ * is expected to stage (asserted from fakecuda's statistics); native: it
+ * must not; pieces: it stages copies larger than its buffer, judged on data,
+ * order and pieces alone (how many rounds are staged, and when the stream
+ * goes back to native, follow the recheck period against rounds that copies
+ * of several MiB make slower: judged at the default size). BYTES: the
+ * copies' size (1 MiB + 3 when absent). */
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,7 +31,9 @@
 
 #include "fakecuda.h"
 
-#define N ((size_t)(1 << 20) + 3) /* not a multiple of anything */
+/* the copies' size: not a multiple of anything; larger than the staging
+ * buffer (2 MiB) when given, so that a copy is staged in pieces */
+static size_t N = ((size_t)1 << 20) + 3;
 #define ROUNDS 12
 
 static int failures;
@@ -167,7 +174,7 @@ static double rounds(const struct copier *c, int *bad)
 }
 
 /* The copies in a created context, the kernel in the primary one. */
-static void created_context(bool expect_staged, int *bad)
+static void created_context(bool expect_staged, bool counts_in_time, int *bad)
 {
     CUcontext primary, created;
     CUdevice dev;
@@ -196,11 +203,20 @@ static void created_context(bool expect_staged, int *bad)
      * first rounds stay native); the slices are not counted, since this
      * program's own event records wait for one each round as well (a context
      * off the engine waits as a whole, measured on an H200) */
-    if (expect_staged)
+    if (expect_staged && counts_in_time)
         check_timing(busy.copies_pinned >= 2 * (ROUNDS / 2) && busy.copies_d2d <= ROUNDS / 2, "stage.created.staged",
                      why);
-    else /* a copy within a slice that an earlier one won runs at once: not every round waits */
+    else if (!expect_staged) /* a copy within a slice that an earlier one won runs at once: not every round waits */
         check_timing(busy.copies_pinned == 0 && busy.timeslice_waits >= 2, "stage.created.native", why);
+    /* the stream's buffer stays small (2 MiB): a larger copy goes through it
+     * in pieces, a D2H and an H2D each */
+    if (expect_staged) {
+        size_t buffer = (size_t)2 << 20, pieces = (N + buffer - 1) / buffer;
+        snprintf(why, sizeof why, "%lu pinned copies (%zu pieces a copy), largest pinned allocation %llu KiB",
+                 busy.copies_pinned, pieces, busy.pinned_alloc_max_bytes >> 10);
+        check(busy.copies_pinned > 0 && busy.copies_pinned % (2 * pieces) == 0 && busy.pinned_alloc_max_bytes <= buffer,
+              "stage.created.pieces_through_a_small_buffer", why);
+    }
     /* the staging buffer outlives the created context: allocated in the
      * primary one (cuCtxDestroy frees what was allocated in the context) */
     snprintf(why, sizeof why, "%lu pinned allocations, %lu of them in the created context", busy.pinned_allocs,
@@ -212,7 +228,7 @@ static void created_context(bool expect_staged, int *bad)
     CU(cuCtxSetCurrent(created));
 
     /* the engine is free again: after a recheck (run.sh: 50 ms) the copies go native */
-    if (expect_staged) {
+    if (expect_staged && counts_in_time) {
         for (int r = 0; r < 10; r++) {
             CUDA(cudaMemcpyAsync(c.dst, c.src, N, cudaMemcpyDeviceToDevice, c.s));
             CUDA(cudaStreamSynchronize(c.s));
@@ -260,7 +276,10 @@ static void primary_context(int *bad)
 
 int main(int argc, char **argv)
 {
-    bool expect_staged = argc > 1 && strcmp(argv[1], "staged") == 0;
+    bool pieces = argc > 1 && strcmp(argv[1], "pieces") == 0;
+    bool expect_staged = pieces || (argc > 1 && strcmp(argv[1], "staged") == 0);
+    if (argc > 2)
+        N = strtoull(argv[2], NULL, 10);
     size_t sz1[] = {sizeof(double)}, szf[] = {sizeof(void *), sizeof(size_t), sizeof(unsigned)},
            szc[] = {sizeof(void *), sizeof(size_t), sizeof(unsigned), sizeof(int *)};
     fakecuda_register_kernel((const void *)sleep_kernel, 1, sz1);
@@ -270,7 +289,7 @@ int main(int argc, char **argv)
     CUDA(cudaFree(0)); /* the primary context, current */
     int *bad; /* portable: the checks run in both contexts */
     CUDA(cudaHostAlloc((void **)&bad, 2 * sizeof(int), cudaHostAllocPortable));
-    created_context(expect_staged, bad);
+    created_context(expect_staged, !pieces, bad);
     primary_context(bad);
     return failures != 0;
 }

@@ -172,6 +172,11 @@ if ${CC:-gcc} -std=c11 -D_GNU_SOURCE -O1 -g -Wall -Wextra -Werror $SAN_CFLAGS -I
     # memmove takes on a loaded 2-core machine: a free engine looked busy)
     run d2d_staged LD_LIBRARY_PATH="$fake" LD_PRELOAD="$preload" FAKECUDA_TIMESLICE_US=10000 UNSTALL_FIX_BUSY_D2D=1 \
         UNSTALL_BUSY_D2D_RECHECK_MS=50 UNSTALL_BUSY_D2D_MAX_BYTES=2m UNSTALL_BUSY_D2D_LATE_US=3000 "$stage_prog" staged
+    # a copy larger than the stream's 2 MiB buffer goes through it in pieces
+    # (two: 2 MiB, then 4 KiB + 3)
+    run d2d_staged_pieces LD_LIBRARY_PATH="$fake" LD_PRELOAD="$preload" FAKECUDA_TIMESLICE_US=10000 \
+        UNSTALL_FIX_BUSY_D2D=1 UNSTALL_BUSY_D2D_RECHECK_MS=50 UNSTALL_BUSY_D2D_MAX_BYTES=8m UNSTALL_BUSY_D2D_LATE_US=3000 \
+        "$stage_prog" pieces 2101251
 else
     fail d2d_stage.build "d2d_stage_tests.c does not compile"
 fi

@@ -29,6 +29,7 @@
  *              the median and the max burst; during_kernel=1 when the
  *              kernel was still running after the last burst. */
 #include <dlfcn.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include <cuda.h>
@@ -169,12 +170,16 @@ static void repeated_bursts(const char *test, bool created, bool busy, size_t n,
     for (size_t i = 0; i < total && ok; i++)
         ok = back[i] == 0x3C;
     SCN_CK(cudaFreeHost(back));
+    /* each burst in order, for the reader: which one was the worst */
+    char bursts_ms[256] = "";
+    for (int b = 0, at = 0; b < repeat && at < (int)sizeof bursts_ms - 16; b++)
+        at += snprintf(bursts_ms + at, sizeof bursts_ms - (size_t)at, "%s%.3f", b ? "," : "", t[b]);
     double median = scn_quantile(t, (size_t)repeat, 0.5);
     scn_result(test,
                "context=%s busy=%d copies=%d bytes=%zu bursts=%d kernel_ms=%.3f median_ms=%.3f max_ms=%.3f "
-               "during_kernel=%d ok=%d",
+               "during_kernel=%d ok=%d burst_ms=%s",
                created ? "created" : "primary", busy, count, n, repeat, busy ? kernel_ms : 0.0, median, worst,
-               during, ok);
+               during, ok, bursts_ms);
     (void)t_kernel;
     free(t);
     SCN_CK(cudaStreamDestroy(sc));
