@@ -26,8 +26,12 @@ CUDA = os.environ.get("CUDA_HOME", "/usr/local/cuda")
 SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
 
 
-def no_core():
+def child_setup():
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # SIGQUIT's core dump: not on the test machine's disk
+    # the signals' default actions, whatever the test was started with (under
+    # nohup SIGHUP is ignored, and the program, native too, would never end)
+    for sig in SIGNALS:
+        signal.signal(sig, signal.SIG_DFL)
 
 
 class Endings(unittest.TestCase):
@@ -51,7 +55,7 @@ class Endings(unittest.TestCase):
             e["LD_PRELOAD"] = (preload + " " if preload else "") + SHIM
         e.update({k: str(v) for k, v in env.items()})
         p = subprocess.Popen([self.prog, mode, str(seed)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=e,
-                             preexec_fn=no_core, text=True)
+                             preexec_fn=child_setup, text=True)
         line = p.stdout.readline()  # "ready": its first round checked
         self.assertEqual(line.strip(), "ready", p.stderr.read() if p.poll() is not None else line)
         return p
