@@ -352,7 +352,7 @@ static inline __attribute__((always_inline)) cudaError_t copy_run(struct us_copy
     uint64_t start = us_now_ns();
     cudaError_t result = cudaSuccess;
     bool held = false;
-    bool fixed = stage ? us_d2d_stage(c, cfg, &engine, &result)
+    bool fixed = stage ? us_d2d_stage(c, cfg, copy_context(&home, &looked), &engine, &result)
                  : decision.action != US_ACT_NATIVE &&
                        run_pipeline(decision.action, c, copy_context(&home, &looked), record ? &site : NULL,
                                     &result, &held);

@@ -4,7 +4,7 @@
 #include <stdatomic.h>
 
 #include "context.h"
-#include "hostpages.h"
+#include "staging.h"
 #include "log.h"
 #include "real.h"
 
@@ -48,54 +48,70 @@ static struct us_copy half_of(const struct us_copy *c, void *dst, const void *sr
     return h;
 }
 
-/* The stream's buffer is pinned inside the call of the copy that first
- * needs it, so it is kept small: pinning costs about 0.4 ms a MiB (H200,
- * docs/fakecuda.md), and with a buffer of 8 MiB the first staged burst of 8 x
- * 1 MiB took 3.4-4.7 ms, more than the 2.44 ms time slice it avoids. A
- * larger copy goes through it in pieces, each D2H behind the previous
- * piece's H2D in the stream's order. */
+/* The stream's buffer: a slot of the staging pool (staging.h) ready now,
+ * of 2 MiB or busy_d2d_max_bytes when smaller, kept for good (claimed, never
+ * given back: the stream may read it at any later time). With none ready the
+ * grower thread pins one for the copies to come, and this copy goes native:
+ * pinned inside the call, 8 MiB made the first staged burst slower than the
+ * time slice it avoids (2.9-5.2 ms against 2.44 on one H200), and even 2 MiB
+ * did on a two-H200 host (8-11 ms: docs/pipelines.md, case D). A larger copy
+ * goes through it in pieces, each D2H behind the previous piece's H2D in the
+ * stream's order. */
 #define D2D_STAGE_BUFFER_BYTES ((size_t)2 << 20)
 
-bool us_d2d_stage(const struct us_copy *c, const struct us_config *cfg, struct us_engine_call *call,
-                  cudaError_t *result)
+static bool take_buffer(const struct us_copy *c, const struct us_config *cfg, const struct us_ctx *home,
+                        struct us_engine_stage *stage)
 {
-    static atomic_bool logged_alloc, logged_first;
+    static atomic_bool logged_growing, logged_no_primary;
+    int device = c->src_mem.device;
+    if (home == NULL)
+        return false;
+    if (!home->primary && us_context_primary(home->device) == NULL) {
+        /* the pool pins in the primary context: never one the program did not make active */
+        us_log_once(&logged_no_primary, US_LOG_INFO,
+                    "fix_busy_d2d: the device's primary context is not active, so no staging buffer can be pinned "
+                    "off the program's threads; late same-device copies stay native");
+        return false;
+    }
+    struct us_staging_ask ask = {
+        .want = 1,
+        .copy_bytes = cfg->busy_d2d_max_bytes < D2D_STAGE_BUFFER_BYTES ? cfg->busy_d2d_max_bytes
+                                                                        : D2D_STAGE_BUFFER_BYTES,
+        .device = device,
+        .pieces = 1,
+        .ready_only = true,
+    };
+    struct us_slot *slot;
+    bool growing;
+    if (us_staging_claim_for_copy(&ask, &slot, &growing) == 0) {
+        if (us_staging_grow_later(&ask))
+            us_log_once(&logged_growing, US_LOG_INFO,
+                        "fix_busy_d2d: no pinned staging slot ready for a late stream: its copies go native while a "
+                        "background thread pins one");
+        return false;
+    }
+    stage->host = slot->ptr;
+    /* a copy must not cross the slot's registered pieces (staging.h): the
+     * buffer ends where the first one does */
+    stage->bytes = slot->pieced ? us_staging_piece_room(slot->ptr, slot->bytes) : slot->bytes;
+    return true;
+}
+
+bool us_d2d_stage(const struct us_copy *c, const struct us_config *cfg, const struct us_ctx *home,
+                  struct us_engine_call *call, cudaError_t *result)
+{
+    static atomic_bool logged_first;
     struct us_engine_stage *stage = us_engine_stage_of(call);
     if (stage == NULL || c->bytes == 0 || c->bytes > cfg->busy_d2d_max_bytes || !stageable_api(c->api))
         return false;
     const struct us_real_api *real = us_real();
-    if (real->cudaHostAlloc == NULL || real->cudaThreadExchangeStreamCaptureMode == NULL)
+    if (real->cudaThreadExchangeStreamCaptureMode == NULL)
         return false;
     enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
     bool relaxed = real->cudaThreadExchangeStreamCaptureMode(&mode) == cudaSuccess;
     bool ok = !stream_capturing(real, call->stream);
-    size_t buffer_bytes = cfg->busy_d2d_max_bytes < D2D_STAGE_BUFFER_BYTES ? cfg->busy_d2d_max_bytes
-                                                                           : D2D_STAGE_BUFFER_BYTES;
-    if (ok && stage->host == NULL) {
-        /* allocated in the device's primary context, portable: the stream
-         * may belong to a context the program created, and destroying that
-         * context would free what was allocated in it while this slot still
-         * points there (a later context and stream may get the same handles) */
-        void *host = NULL;
-        bool pushed;
-        bool primary = us_context_enter_primary(c->src_mem.device, &pushed);
-        cudaError_t err = cudaErrorUnknown;
-        if (primary) {
-            us_hostpages_own_mapping_begin(); /* fresh memory: pages remembered pageable stay so */
-            err = real->cudaHostAlloc(&host, buffer_bytes, cudaHostAllocPortable);
-            us_hostpages_own_mapping_end();
-            us_context_leave_primary(pushed);
-        }
-        if (err == cudaSuccess) {
-            stage->host = host;
-            stage->bytes = buffer_bytes;
-        } else {
-            us_log_once(&logged_alloc, US_LOG_WARN,
-                        "fix_busy_d2d: no pinned staging buffer (%s); late same-device copies stay native",
-                        primary ? us_real_error_name(err) : "the device's primary context is not active");
-            ok = false;
-        }
-    }
+    if (ok && stage->host == NULL)
+        ok = take_buffer(c, cfg, home, stage);
     if (relaxed)
         real->cudaThreadExchangeStreamCaptureMode(&mode);
     if (!ok || stage->bytes == 0)

@@ -15,8 +15,8 @@
  *
  * Usage: d2d_stage_tests [staged|pieces|native] [BYTES]   staged: the shim
  * is expected to stage (asserted from fakecuda's statistics); native: it
- * must not; pieces: it stages copies larger than its buffer, judged on data,
- * order and pieces alone (how many rounds are staged, and when the stream
+ * must not; pieces: it stages copies given as BYTES, judged on data, order
+ * and chunks alone (how many rounds are staged, and when the stream
  * goes back to native, follow the recheck period against rounds that copies
  * of several MiB make slower: judged at the default size). BYTES: the
  * copies' size (1 MiB + 3 when absent). */
@@ -31,8 +31,8 @@
 
 #include "fakecuda.h"
 
-/* the copies' size: not a multiple of anything; larger than the staging
- * buffer (2 MiB) when given, so that a copy is staged in pieces */
+/* the copies' size: not a multiple of anything, so that a staged copy
+ * takes two chunks through its slot */
 static size_t N = ((size_t)1 << 20) + 3;
 #define ROUNDS 12
 
@@ -208,14 +208,15 @@ static void created_context(bool expect_staged, bool counts_in_time, int *bad)
                      why);
     else if (!expect_staged) /* a copy within a slice that an earlier one won runs at once: not every round waits */
         check_timing(busy.copies_pinned == 0 && busy.timeslice_waits >= 2, "stage.created.native", why);
-    /* the stream's buffer stays small (2 MiB): a larger copy goes through it
-     * in pieces, a D2H and an H2D each */
+    /* a staged copy goes through a slot of the staging pool in chunks of
+     * the slot's size (and a chunk in parts where the slot's registered
+     * pieces end): whatever the parts, each staged copy moves its N bytes
+     * down and up, no more, no less */
     if (expect_staged) {
-        size_t buffer = (size_t)2 << 20, pieces = (N + buffer - 1) / buffer;
-        snprintf(why, sizeof why, "%lu pinned copies (%zu pieces a copy), largest pinned allocation %llu KiB",
-                 busy.copies_pinned, pieces, busy.pinned_alloc_max_bytes >> 10);
-        check(busy.copies_pinned > 0 && busy.copies_pinned % (2 * pieces) == 0 && busy.pinned_alloc_max_bytes <= buffer,
-              "stage.created.pieces_through_a_small_buffer", why);
+        snprintf(why, sizeof why, "%lu pinned copies, %llu pinned bytes: %.2f copies of %zu bytes down and up",
+                 busy.copies_pinned, busy.bytes_pinned, (double)busy.bytes_pinned / (2.0 * (double)N), N);
+        check(busy.bytes_pinned > 0 && busy.bytes_pinned % (2 * N) == 0, "stage.created.whole_copies_through_slots",
+              why);
     }
     /* the staging buffer outlives the created context: allocated in the
      * primary one (cuCtxDestroy frees what was allocated in the context) */
