@@ -54,7 +54,7 @@ static struct us_copy half_of(const struct us_copy *c, void *dst, const void *sr
  * grower thread pins one for the copies to come, and this copy goes native:
  * pinned inside the call, 8 MiB made the first staged burst slower than the
  * time slice it avoids (2.9-5.2 ms against 2.44 on one H200), and even 2 MiB
- * did on a two-H200 host (8-11 ms: docs/pipelines.md, case D). A larger copy
+ * did on a two-H200 host (2.0-11.0 ms: docs/pipelines.md, case D). A larger copy
  * goes through it in pieces, each D2H behind the previous piece's H2D in the
  * stream's order. */
 #define D2D_STAGE_BUFFER_BYTES ((size_t)2 << 20)
