@@ -66,7 +66,7 @@ static bool take_buffer(const struct us_copy *c, const struct us_config *cfg, co
     int device = c->src_mem.device;
     if (home == NULL)
         return false;
-    if (!home->primary && us_context_primary(home->device) == NULL) {
+    if (!us_context_primary_active(home)) {
         /* the pool pins in the primary context: never one the program did not make active */
         us_log_once(&logged_no_primary, US_LOG_INFO,
                     "fix_busy_d2d: the device's primary context is not active, so no staging buffer can be pinned "

@@ -185,7 +185,7 @@ static struct us_staging_ask staging_ask(const struct us_pipe *p, unsigned want,
         .pin_one = mode == US_PIPE_CLAIM_SOME,
         .pieces = us_staging_pieces(p->copy->path == US_PATH_H2D_PAGEABLE, p->copy->bytes),
         /* the grower pins in the primary context: not one the program never made active */
-        .inline_only = !p->home->primary && us_context_primary(p->home->device) == NULL,
+        .inline_only = !us_context_primary_active(p->home),
     };
 }
 

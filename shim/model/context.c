@@ -215,6 +215,11 @@ US_HOT int us_current_device(void)
     return device;
 }
 
+bool us_context_primary_active(const struct us_ctx *ctx)
+{
+    return ctx->primary || us_context_primary(ctx->device) != NULL;
+}
+
 const struct us_ctx *us_context_primary(int device)
 {
     const struct us_driver_api *api = us_context_driver();

@@ -68,6 +68,11 @@ const struct us_ctx *us_context_this(void);
  * not): the context of a stream of another device than the caller's. */
 const struct us_ctx *us_context_primary(int device);
 
+/* Whether the primary context of ctx's device is active: ctx is it, or the
+ * program made it active too. Where it is not, the shim allocates nothing in
+ * it (the staging pool's memory lives there: staging.h). */
+bool us_context_primary_active(const struct us_ctx *ctx);
+
 /* Makes `ctx` current again on the calling thread after a cudaSetDevice
  * switched to another device's primary context: cudaSetDevice back for a
  * primary context, cuCtxSetCurrent for a created one. */
