@@ -31,8 +31,7 @@
 
 #include "fakecuda.h"
 
-/* the copies' size: not a multiple of anything, so that a staged copy
- * takes two chunks through its slot */
+/* the copies' size: not a multiple of anything */
 static size_t N = ((size_t)1 << 20) + 3;
 #define ROUNDS 12
 

@@ -175,7 +175,7 @@ if ${CC:-gcc} -std=c11 -D_GNU_SOURCE -O1 -g -Wall -Wextra -Werror $SAN_CFLAGS -I
     # rounds of kernels and copies that each wait a slice take 20-50 ms
     run d2d_staged LD_LIBRARY_PATH="$fake" LD_PRELOAD="$preload" FAKECUDA_TIMESLICE_US=10000 UNSTALL_FIX_BUSY_D2D=1 \
         UNSTALL_BUSY_D2D_RECHECK_MS=150 UNSTALL_BUSY_D2D_MAX_BYTES=2m UNSTALL_BUSY_D2D_LATE_US=6000 "$stage_prog" staged
-    # a copy of 2 MiB + 4 KiB + 3 goes through a 2 MiB slot in two chunks
+    # a copy larger than the stream's 2 MiB buffer goes through it in pieces
     run d2d_staged_pieces LD_LIBRARY_PATH="$fake" LD_PRELOAD="$preload" FAKECUDA_TIMESLICE_US=10000 \
         UNSTALL_FIX_BUSY_D2D=1 UNSTALL_BUSY_D2D_RECHECK_MS=150 UNSTALL_BUSY_D2D_MAX_BYTES=8m UNSTALL_BUSY_D2D_LATE_US=6000 \
         "$stage_prog" pieces 2101251
