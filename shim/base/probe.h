@@ -26,7 +26,7 @@
     X(classified)     /* rules known: the legacy-stream check's too (watch.c, policy.c) */     \
     X(native_done)    /* the native call returned */                                            \
     X(pipe_begun)     /* a pipeline's checks done (capture mode, stream, devices) */             \
-    X(slots_claimed)  /* its pinned slots claimed, with their events */                         \
+    X(slots_claimed)  /* its pinned slots claimed, with their events (peer: its lane, earlier errors asked) */ \
     X(workers_woken)  /* the host copy's helper threads told of a job (hostcopy.c) */           \
     X(own_parts_done) /* the caller copied its last part of that job and waits for the rest */ \
     X(host_copied)    /* H2D: the first chunk in its slot; D2H: the first chunk copied out */  \

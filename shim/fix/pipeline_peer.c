@@ -23,6 +23,7 @@
 #include "log.h"
 #include "ondevice.h"
 #include "pipeline_common.h"
+#include "probe.h"
 
 #define US_PEER_MAX_CHUNKS 16
 
@@ -141,6 +142,8 @@ static cudaError_t chunks(const struct us_pipe *p, struct us_lane *l, bool *issu
             err = real->cudaMemcpyAsync(slot, (const char *)c->src + off, len, cudaMemcpyDeviceToHost, l->d2h);
         if (err != cudaSuccess)
             break;
+        if (!*issued)
+            US_PROBE_STAMP(issued);
         *issued = true;
         err = real->cudaEventRecord(l->filled[k], l->d2h);
         if (err == cudaSuccess)
@@ -168,6 +171,7 @@ static bool issue(const struct us_pipe *p, struct us_lane *l, cudaError_t *resul
             return true;
         }
     }
+    US_PROBE_STAMP(slots_claimed);
     if (!gate(p, l))
         return false;
 

@@ -103,6 +103,82 @@ static void peer_rows(cudaStream_t bs)
     CHECK(cudaSetDevice(0));
 }
 
+/* A staged cross-GPU copy's pipeline (shim/fix/pipeline_peer.c) issues, per
+ * chunk: the D2H stream waits for the H2D stream's event that frees the
+ * ring slot, the D2H into the slot, an event, the H2D stream waits for it,
+ * the H2D, an event (6 calls, two of them waits on another device's event).
+ * The same calls with 64 KiB chunks: with both streams idle, and behind a
+ * 256 MiB copy on each, whose events are still pending when waited on, as a
+ * 256 MiB copy's are. Nothing with one device. */
+static void peer_chunk_rows(void)
+{
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess || n < 2)
+        return;
+    size_t chunk = 64u << 10, big = 256u << 20;
+    void *src, *dst, *src_big, *dst_big, *ring;
+    cudaStream_t d2h, h2d;
+    cudaEvent_t filled[4], freed[4];
+    CHECK(cudaSetDevice(1));
+    CHECK(cudaMalloc(&dst, chunk));
+    CHECK(cudaMalloc(&dst_big, big));
+    CHECK(cudaStreamCreateWithFlags(&h2d, cudaStreamNonBlocking));
+    for (int k = 0; k < 4; k++)
+        CHECK(cudaEventCreateWithFlags(&freed[k], cudaEventDisableTiming));
+    CHECK(cudaSetDevice(0));
+    CHECK(cudaMalloc(&src, chunk));
+    CHECK(cudaMalloc(&src_big, big));
+    CHECK(cudaStreamCreateWithFlags(&d2h, cudaStreamNonBlocking));
+    for (int k = 0; k < 4; k++)
+        CHECK(cudaEventCreateWithFlags(&filled[k], cudaEventDisableTiming));
+    CHECK(cudaHostAlloc(&ring, big, cudaHostAllocPortable));
+    unsigned saved = reps;
+    reps = saved / 100 > 0 ? saved / 100 : 1;
+#define PEER_CHUNK(k)                                                                   \
+    do {                                                                                \
+        cudaStreamWaitEvent(d2h, freed[k], 0);                                          \
+        cudaMemcpyAsync(ring, src, chunk, cudaMemcpyDeviceToHost, d2h);                 \
+        cudaEventRecord(filled[k], d2h);                                                \
+        cudaStreamWaitEvent(h2d, filled[k], 0);                                         \
+        cudaMemcpyAsync(dst, ring, chunk, cudaMemcpyHostToDevice, h2d);                 \
+        cudaEventRecord(freed[k], h2d);                                                 \
+    } while (0)
+#define BEHIND_BIG_COPIES                                                               \
+    if (i_ == 0) {                                                                      \
+        cudaMemcpyAsync(ring, src_big, big, cudaMemcpyDeviceToHost, d2h);               \
+        cudaMemcpyAsync(dst_big, ring, big, cudaMemcpyHostToDevice, h2d);               \
+    }
+    ROW("peer_chunk_6_calls_idle", {
+        PEER_CHUNK(i_ % 4);
+        if (i_ % 64 == 63)
+            cudaDeviceSynchronize();
+    });
+    ROW("peer_chunk_6_calls_pending", {
+        BEHIND_BIG_COPIES;
+        PEER_CHUNK(i_ % 4);
+    });
+    ROW("cudaStreamWaitEvent_other_device_pending", {
+        BEHIND_BIG_COPIES;
+        cudaEventRecord(filled[i_ % 4], d2h);
+        cudaStreamWaitEvent(h2d, filled[i_ % 4], 0);
+    });
+    ROW("cudaEventRecord_pending", {
+        BEHIND_BIG_COPIES;
+        cudaEventRecord(filled[i_ % 4], d2h);
+    });
+    ROW("cudaStreamQuery_other_device_pending", {
+        BEHIND_BIG_COPIES;
+        cudaStreamQuery(h2d);
+    });
+#undef PEER_CHUNK
+#undef BEHIND_BIG_COPIES
+    reps = saved;
+    CHECK(cudaDeviceSynchronize());
+    CHECK(cudaSetDevice(1));
+    CHECK(cudaDeviceSynchronize());
+    CHECK(cudaSetDevice(0));
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && atoi(argv[1]) > 0)
@@ -157,6 +233,7 @@ int main(int argc, char **argv)
     ROW("cudaStreamQuery_legacy_idle", cudaStreamQuery(cudaStreamLegacy));
     ROW("cudaStreamIsCapturing_legacy", cudaStreamIsCapturing(cudaStreamLegacy, &cap));
     peer_rows(bs);
+    peer_chunk_rows();
     ROW("cudaMemcpy_pinned_d2h_4B", cudaMemcpy(pinned, dev, 4, cudaMemcpyDeviceToHost));
     ROW("legacy_pinned_d2h_4B_event_sync", copy_event_sync(pinned, dev, 4, 0, e));
     ROW("legacy_pinned_d2h_4B_stream_sync", copy_stream_sync(pinned, dev, 4, cudaMemcpyDeviceToHost, 0));
