@@ -174,9 +174,20 @@ static void peer_chunk_rows(void)
 #undef BEHIND_BIG_COPIES
     reps = saved;
     CHECK(cudaDeviceSynchronize());
+    CHECK(cudaStreamDestroy(d2h));
+    for (int k = 0; k < 4; k++)
+        CHECK(cudaEventDestroy(filled[k]));
+    CHECK(cudaFree(src));
+    CHECK(cudaFree(src_big));
     CHECK(cudaSetDevice(1));
     CHECK(cudaDeviceSynchronize());
+    CHECK(cudaStreamDestroy(h2d));
+    for (int k = 0; k < 4; k++)
+        CHECK(cudaEventDestroy(freed[k]));
+    CHECK(cudaFree(dst));
+    CHECK(cudaFree(dst_big));
     CHECK(cudaSetDevice(0));
+    CHECK(cudaFreeHost(ring));
 }
 
 int main(int argc, char **argv)
