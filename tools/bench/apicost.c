@@ -110,43 +110,60 @@ static void peer_rows(cudaStream_t bs)
  * The same calls with 64 KiB chunks: with both streams idle, and behind a
  * 256 MiB copy on each, whose events are still pending when waited on, as a
  * 256 MiB copy's are. Nothing with one device. */
+/* One device's side of that pipeline: its copy's memory, its stream, its events. */
+struct peer_side {
+    void *chunk, *big;
+    cudaStream_t stream;
+    cudaEvent_t events[4];
+};
+
+static void peer_side_make(struct peer_side *side, int device, size_t chunk, size_t big)
+{
+    CHECK(cudaSetDevice(device));
+    CHECK(cudaMalloc(&side->chunk, chunk));
+    CHECK(cudaMalloc(&side->big, big));
+    CHECK(cudaStreamCreateWithFlags(&side->stream, cudaStreamNonBlocking));
+    for (int k = 0; k < 4; k++)
+        CHECK(cudaEventCreateWithFlags(&side->events[k], cudaEventDisableTiming));
+}
+
+static void peer_side_free(struct peer_side *side, int device)
+{
+    CHECK(cudaSetDevice(device));
+    CHECK(cudaDeviceSynchronize());
+    CHECK(cudaStreamDestroy(side->stream));
+    for (int k = 0; k < 4; k++)
+        CHECK(cudaEventDestroy(side->events[k]));
+    CHECK(cudaFree(side->chunk));
+    CHECK(cudaFree(side->big));
+}
+
 static void peer_chunk_rows(void)
 {
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess || n < 2)
         return;
     size_t chunk = 64u << 10, big = 256u << 20;
-    void *src, *dst, *src_big, *dst_big, *ring;
-    cudaStream_t d2h, h2d;
-    cudaEvent_t filled[4], freed[4];
-    CHECK(cudaSetDevice(1));
-    CHECK(cudaMalloc(&dst, chunk));
-    CHECK(cudaMalloc(&dst_big, big));
-    CHECK(cudaStreamCreateWithFlags(&h2d, cudaStreamNonBlocking));
-    for (int k = 0; k < 4; k++)
-        CHECK(cudaEventCreateWithFlags(&freed[k], cudaEventDisableTiming));
-    CHECK(cudaSetDevice(0));
-    CHECK(cudaMalloc(&src, chunk));
-    CHECK(cudaMalloc(&src_big, big));
-    CHECK(cudaStreamCreateWithFlags(&d2h, cudaStreamNonBlocking));
-    for (int k = 0; k < 4; k++)
-        CHECK(cudaEventCreateWithFlags(&filled[k], cudaEventDisableTiming));
+    struct peer_side src, dst; /* src: the D2H stream and its filled events; dst: the H2D's, freed */
+    peer_side_make(&dst, 1, chunk, big);
+    peer_side_make(&src, 0, chunk, big);
+    void *ring;
     CHECK(cudaHostAlloc(&ring, big, cudaHostAllocPortable));
     unsigned saved = reps;
     reps = saved / 100 > 0 ? saved / 100 : 1;
 #define PEER_CHUNK(k)                                                                   \
     do {                                                                                \
-        cudaStreamWaitEvent(d2h, freed[k], 0);                                          \
-        cudaMemcpyAsync(ring, src, chunk, cudaMemcpyDeviceToHost, d2h);                 \
-        cudaEventRecord(filled[k], d2h);                                                \
-        cudaStreamWaitEvent(h2d, filled[k], 0);                                         \
-        cudaMemcpyAsync(dst, ring, chunk, cudaMemcpyHostToDevice, h2d);                 \
-        cudaEventRecord(freed[k], h2d);                                                 \
+        cudaStreamWaitEvent(src.stream, dst.events[k], 0);                              \
+        cudaMemcpyAsync(ring, src.chunk, chunk, cudaMemcpyDeviceToHost, src.stream);    \
+        cudaEventRecord(src.events[k], src.stream);                                     \
+        cudaStreamWaitEvent(dst.stream, src.events[k], 0);                              \
+        cudaMemcpyAsync(dst.chunk, ring, chunk, cudaMemcpyHostToDevice, dst.stream);    \
+        cudaEventRecord(dst.events[k], dst.stream);                                     \
     } while (0)
 #define BEHIND_BIG_COPIES                                                               \
     if (i_ == 0) {                                                                      \
-        cudaMemcpyAsync(ring, src_big, big, cudaMemcpyDeviceToHost, d2h);               \
-        cudaMemcpyAsync(dst_big, ring, big, cudaMemcpyHostToDevice, h2d);               \
+        cudaMemcpyAsync(ring, src.big, big, cudaMemcpyDeviceToHost, src.stream);        \
+        cudaMemcpyAsync(dst.big, ring, big, cudaMemcpyHostToDevice, dst.stream);        \
     }
     ROW("peer_chunk_6_calls_idle", {
         PEER_CHUNK(i_ % 4);
@@ -159,33 +176,22 @@ static void peer_chunk_rows(void)
     });
     ROW("cudaStreamWaitEvent_other_device_pending", {
         BEHIND_BIG_COPIES;
-        cudaEventRecord(filled[i_ % 4], d2h);
-        cudaStreamWaitEvent(h2d, filled[i_ % 4], 0);
+        cudaEventRecord(src.events[i_ % 4], src.stream);
+        cudaStreamWaitEvent(dst.stream, src.events[i_ % 4], 0);
     });
     ROW("cudaEventRecord_pending", {
         BEHIND_BIG_COPIES;
-        cudaEventRecord(filled[i_ % 4], d2h);
+        cudaEventRecord(src.events[i_ % 4], src.stream);
     });
     ROW("cudaStreamQuery_other_device_pending", {
         BEHIND_BIG_COPIES;
-        cudaStreamQuery(h2d);
+        cudaStreamQuery(dst.stream);
     });
 #undef PEER_CHUNK
 #undef BEHIND_BIG_COPIES
     reps = saved;
-    CHECK(cudaDeviceSynchronize());
-    CHECK(cudaStreamDestroy(d2h));
-    for (int k = 0; k < 4; k++)
-        CHECK(cudaEventDestroy(filled[k]));
-    CHECK(cudaFree(src));
-    CHECK(cudaFree(src_big));
-    CHECK(cudaSetDevice(1));
-    CHECK(cudaDeviceSynchronize());
-    CHECK(cudaStreamDestroy(h2d));
-    for (int k = 0; k < 4; k++)
-        CHECK(cudaEventDestroy(freed[k]));
-    CHECK(cudaFree(dst));
-    CHECK(cudaFree(dst_big));
+    peer_side_free(&src, 0);
+    peer_side_free(&dst, 1);
     CHECK(cudaSetDevice(0));
     CHECK(cudaFreeHost(ring));
 }
