@@ -238,13 +238,12 @@ bool us_grower_request(const struct us_grower_pool *pool, int device, size_t slo
     bool running = running_locked();
     if (running) {
         unsigned i = 0;
-        while (i < grower.queued && grower.queue[i].slot_bytes != slot_bytes)
+        while (i < grower.queued && (grower.queue[i].slot_bytes != slot_bytes || grower.queue[i].pool != pool))
             i++;
-        if (i < grower.queued) { /* the same size asked again: the larger count, the latest device */
+        if (i < grower.queued) { /* the same pool and size asked again: the larger count, the latest device */
             if (count > grower.queue[i].count)
                 grower.queue[i].count = count;
             grower.queue[i].device = device;
-            grower.queue[i].pool = pool;
         } else if (grower.queued < GROWER_QUEUE) {
             grower.queue[grower.queued++] = (struct grow_request){pool, device, slot_bytes, count};
         } /* else dropped: the next copy that finds the pool short asks again */

@@ -18,7 +18,7 @@
  * forked child it does not exist and requests are refused (the child passes
  * through anyway).
  *
- * Requests are merged by slot size in a small queue; a full queue drops the
+ * Requests are merged by pool and slot size in a small queue; a full queue drops the
  * request (the next short copy asks again). Thread-safe; the requesting copy
  * takes the grower's own mutex for a few instructions, never the pool's, and
  * never waits for an allocation. */

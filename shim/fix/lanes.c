@@ -204,6 +204,16 @@ static void *take_spare_ring(size_t bytes, struct us_pinned_owner *owner)
     return ring;
 }
 
+static size_t ring_bytes_now(void)
+{
+    return (size_t)cfg_slots() * us_config()->chunk_bytes;
+}
+
+void us_lane_peer_ahead(int device)
+{
+    us_staging_ring_ahead(device, ring_bytes_now());
+}
+
 struct us_lane *us_lane_peer(cudaStream_t stream, int stream_device, int src_device, int dst_device,
                              const struct us_ctx *home)
 {
@@ -230,7 +240,7 @@ struct us_lane *us_lane_peer(cudaStream_t stream, int stream_device, int src_dev
      * destroyed again (a copy used to make and destroy 2 streams and 12
      * events); an idle lane of the same devices is taken over, or the copy
      * goes native. */
-    size_t ring_bytes = (size_t)cfg_slots() * us_config()->chunk_bytes;
+    size_t ring_bytes = ring_bytes_now();
     struct us_pinned_owner ring_owner = {-1, 0};
     void *ring = take_spare_ring(ring_bytes, &ring_owner);
     if (ring == NULL && !us_staging_ring_alloc(ring_bytes, &ring, &ring_owner)) {

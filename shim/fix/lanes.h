@@ -67,6 +67,12 @@ struct us_lane {
 struct us_lane *us_lane_peer(cudaStream_t stream, int stream_device, int src_device, int dst_device,
                              const struct us_ctx *home);
 
+/* A staged copy from `device` was seen: the first lane's ring is faulted in
+ * ahead in the background (staging.h's us_staging_ring_ahead), so that the
+ * copy that makes it only registers it (a spare ring, rare, goes first).
+ * Cheap on every staged copy: an atomic load once asked. */
+void us_lane_peer_ahead(int device);
+
 /* After a context is gone (destroyed, or its device reset): its lanes are
  * forgotten, never used again (a later context at the same address has
  * another id), none of their handles called: those in the context went with

@@ -203,6 +203,7 @@ bool us_pipeline_peer(const struct us_copy *c, const struct us_ctx *home, cudaEr
     struct us_pipe p;
     if (!us_pipe_begin(&p, c, home))
         return false;
+    us_lane_peer_ahead(p.stream_device);
     /* on an idle stream the driver's staged copy starts at once and queues
      * behind nothing of its stream, so it holds no other copy up either */
     if (us_pipe_native_when_idle(&p, us_config()->peer_idle_native_bytes, &logged_idle_native,

@@ -20,6 +20,7 @@
 #include "context.h"
 #include "grower.h"
 #include "hostpages.h"
+#include "lifecycle.h"
 #include "log.h"
 #include "ondevice.h"
 #include "prefault.h"
@@ -81,6 +82,18 @@ static size_t registration_len(const char *p, size_t left, bool in_pieces)
     return in_pieces ? us_staging_piece_room(p, left) : left;
 }
 
+/* A private mapping of `bytes` on a piece's boundary, kept from forked
+ * children (MADV_DONTFORK, below) and faulted in; NULL: mmap failed. */
+static void *map_faulted_in(size_t bytes)
+{
+    char *p = us_map_on_boundary(bytes, US_STAGING_PIN_PIECE, 0);
+    if (p == NULL)
+        return NULL;
+    (void)madvise(p, bytes, MADV_DONTFORK);
+    fault_in(p, bytes);
+    return p;
+}
+
 /* Memory the shim maps and faults in itself, then registers (portable):
  * the page faults happen outside the driver, which holds a lock that other
  * threads' CUDA calls wait for while it pins. Measured on an H100 (driver
@@ -103,18 +116,22 @@ static size_t registration_len(const char *p, size_t left, bool in_pieces)
  * natively, during a loop of pageable D2H copies: 0.06-0.44 ms). The pause
  * lets a launch that waited take the driver before the next piece, and a
  * copy being issued then finishes issuing first (us_grower_yield_to_copies). */
-static void *map_and_register(size_t bytes, bool in_pieces, bool pause)
+static void *map_and_register(size_t bytes, bool in_pieces, bool pause, void *faulted_ahead)
 {
     const struct us_real_api *real = us_real();
-    if (real->cudaHostRegister == NULL)
+    if (real->cudaHostRegister == NULL) {
+        if (faulted_ahead != NULL)
+            munmap(faulted_ahead, bytes);
         return NULL;
-    /* on a piece's boundary: the slots' offsets say where pieces end (grow_block), and huge pages fill it */
-    char *p = us_map_on_boundary(bytes, US_STAGING_PIN_PIECE, 0);
-    if (p == NULL)
-        return NULL;
-    (void)madvise(p, bytes, MADV_DONTFORK);
+    }
+    char *p = faulted_ahead;
     uint64_t began = us_now_ns();
-    fault_in(p, bytes);
+    if (p == NULL) {
+        /* on a piece's boundary: the slots' offsets say where pieces end (grow_block), and huge pages fill it */
+        p = map_faulted_in(bytes);
+        if (p == NULL)
+            return NULL;
+    }
     uint64_t faulted = us_now_ns(), registering = 0, longest = 0;
     unsigned pieces = 0;
     size_t at = 0;
@@ -146,9 +163,10 @@ static void *map_and_register(size_t bytes, bool in_pieces, bool pause)
         return NULL;
     }
     /* what another thread's CUDA calls may have waited for: its timing */
-    us_log(US_LOG_DEBUG, "staging: pinned %zu bytes at %.3f ms (monotonic clock): faulted in in %.0f us, %u "
+    us_log(US_LOG_DEBUG, "staging: pinned %zu bytes at %.3f ms (monotonic clock): %s in %.0f us, %u "
            "registration(s) in %.0f us, the longest %.0f us", bytes, (double)began / 1e6,
-           (double)(faulted - began) / 1e3, pieces, (double)registering / 1e3, (double)longest / 1e3);
+           faulted_ahead != NULL ? "faulted in ahead, taken" : "faulted in", (double)(faulted - began) / 1e3,
+           pieces, (double)registering / 1e3, (double)longest / 1e3);
     return p;
 }
 
@@ -157,12 +175,15 @@ static void *map_and_register(size_t bytes, bool in_pieces, bool pause)
  * runtime), else in the current context (*owner says which: its end frees
  * the memory; see us_staging_forget_device/_context). Never freed: the pool
  * only grows. */
-static bool pinned_alloc(size_t bytes, bool in_pieces, bool pause, void **out, struct us_pinned_owner *owner,
-                         bool *pieced)
+static bool pinned_alloc(size_t bytes, bool in_pieces, bool pause, void *faulted_ahead, void **out,
+                         struct us_pinned_owner *owner, bool *pieced)
 {
     *pieced = false;
-    if (!reserve(bytes))
+    if (!reserve(bytes)) {
+        if (faulted_ahead != NULL)
+            munmap(faulted_ahead, bytes);
         return false;
+    }
     owner->device = -1;
     owner->ctx = 0;
     us_real()->cudaGetDevice(&owner->device);
@@ -173,7 +194,7 @@ static bool pinned_alloc(size_t bytes, bool in_pieces, bool pause, void **out, s
             owner->ctx = here->id;
     }
     us_hostpages_own_mapping_begin(); /* fresh memory: pages remembered pageable stay so */
-    void *p = map_and_register(bytes, in_pieces, pause);
+    void *p = map_and_register(bytes, in_pieces, pause, faulted_ahead);
     *pieced = p != NULL && in_pieces; /* cudaHostAlloc's memory is one allocation */
     cudaError_t err = cudaSuccess;
     if (p == NULL)
@@ -191,11 +212,90 @@ static bool pinned_alloc(size_t bytes, bool in_pieces, bool pause, void **out, s
     return true;
 }
 
+/* A lane's ring faulted in ahead by the grower (us_staging_ring_ahead), for
+ * the next lane to register. Faulting the memory in was most of a first
+ * rewritten cross-GPU copy's time in the call: on a two-H200 host a 32 MiB
+ * ring faulted in in 5.1-7.3 ms and registered in 1.4-3.1 ms inside that
+ * call (docs/pipelines.md, case A). Page faults hold no driver lock, so the
+ * grower takes them off the program's threads; the registration stays in
+ * the call that makes the lane, which needs the ring then (a ring registered
+ * in the background held the copies around it, measured: docs/pipelines.md).
+ * Once a process: the first lane takes it and later lanes fault their own in
+ * (a ring kept waiting for a lane that may never come would cost its memory
+ * for nothing); never inherited by a forked child (MADV_DONTFORK). */
+static struct {
+    pthread_mutex_t mu;
+    void *p;
+    size_t bytes;
+} ring_ahead = {.mu = PTHREAD_MUTEX_INITIALIZER};
+static atomic_bool ring_ahead_asked; /* asked once: ask no more */
+
+static void *take_ring_ahead(size_t bytes)
+{
+    if (atomic_load(&us_lifecycle_in_forked_child))
+        return NULL;
+    pthread_mutex_lock(&ring_ahead.mu);
+    void *p = NULL;
+    if (ring_ahead.p != NULL && ring_ahead.bytes == bytes) {
+        p = ring_ahead.p;
+        ring_ahead.p = NULL;
+    }
+    pthread_mutex_unlock(&ring_ahead.mu);
+    return p;
+}
+
+size_t us_staging_ring_ahead_waiting(void)
+{
+    pthread_mutex_lock(&ring_ahead.mu);
+    size_t bytes = ring_ahead.p != NULL ? ring_ahead.bytes : 0;
+    pthread_mutex_unlock(&ring_ahead.mu);
+    return bytes;
+}
+
+static unsigned ring_ahead_missing(size_t bytes, unsigned count)
+{
+    (void)count;
+    pthread_mutex_lock(&ring_ahead.mu);
+    bool have = ring_ahead.p != NULL;
+    pthread_mutex_unlock(&ring_ahead.mu);
+    /* a ring the budget could not register is not worth its memory */
+    return !have && atomic_load(&pinned_bytes) + bytes <= us_config()->pinned_max;
+}
+
+static bool ring_ahead_add(size_t bytes)
+{
+    void *p = map_faulted_in(bytes);
+    if (p == NULL)
+        return false;
+    pthread_mutex_lock(&ring_ahead.mu);
+    bool kept = ring_ahead.p == NULL;
+    if (kept) {
+        ring_ahead.p = p;
+        ring_ahead.bytes = bytes;
+    }
+    pthread_mutex_unlock(&ring_ahead.mu);
+    if (!kept)
+        munmap(p, bytes);
+    else
+        us_log(US_LOG_DEBUG, "staging: a lane's ring of %zu bytes faulted in ahead", bytes);
+    return false; /* nothing added to the slot pool, which the grower counts */
+}
+
+static const struct us_grower_pool ring_ahead_pool = {ring_ahead_missing, ring_ahead_add};
+
+void us_staging_ring_ahead(int device, size_t bytes)
+{
+    if (atomic_load_explicit(&ring_ahead_asked, memory_order_relaxed) || atomic_exchange(&ring_ahead_asked, true))
+        return;
+    if (!us_grower_request(&ring_ahead_pool, device, bytes, 1))
+        atomic_store(&ring_ahead_asked, false); /* no grower (a forked child): the next copy asks again */
+}
+
 bool us_staging_ring_alloc(size_t bytes, void **out, struct us_pinned_owner *owner)
 {
     /* a lane's ring is one registration: its copies are not split (pipeline_peer.c) */
     bool pieced;
-    return pinned_alloc(bytes, false, false, out, owner, &pieced);
+    return pinned_alloc(bytes, false, false, take_ring_ahead(bytes), out, owner, &pieced);
 }
 
 void us_staging_ring_forget(size_t bytes)
@@ -313,7 +413,7 @@ static bool grow_block(const size_t *sizes, unsigned n, struct us_slot **out)
         total += sizes[i];
     void *mem;
     bool pieced;
-    if (!pinned_alloc(total, true, out == NULL, &mem, &b->owner, &pieced)) {
+    if (!pinned_alloc(total, true, out == NULL, NULL, &mem, &b->owner, &pieced)) {
         free(b);
         return false;
     }
@@ -679,4 +779,10 @@ void us_staging_reset(void)
     atomic_store(&slot_bytes_fixed, 0);
     atomic_store(&pinned_bytes, 0);
     pthread_mutex_unlock(&pool.mu);
+    pthread_mutex_lock(&ring_ahead.mu);
+    if (ring_ahead.p != NULL)
+        munmap(ring_ahead.p, ring_ahead.bytes);
+    ring_ahead.p = NULL;
+    pthread_mutex_unlock(&ring_ahead.mu);
+    atomic_store(&ring_ahead_asked, false);
 }

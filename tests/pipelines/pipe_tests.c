@@ -645,6 +645,34 @@ static bool t_cross_device_ptsz(void)
 
 /* --- the native stalls gone -------------------------------------------------------- */
 
+/* A staged peer copy sent native on an idle stream asks the grower to fault
+ * the next lane's ring in ahead; the copy that makes the lane (behind queued
+ * work, rewritten) registers that ring instead of faulting one in inside its
+ * call (run.sh checks the shim's debug log for both), and its data arrive. */
+static bool t_peer_ring_ahead(void)
+{
+    const size_t small = CHUNK, large = 8 * CHUNK;
+    cudaStream_t s = stream_on(0, cudaStreamNonBlocking);
+    unsigned char *h = malloc(large), *a = dev_alloc(0, large), *b = dev_alloc(1, large);
+    CHECK(h != NULL && a != NULL && b != NULL, "%s", "out of memory");
+    fill(h, large, 31);
+    CUDA(cudaMemcpy(a, h, large, cudaMemcpyHostToDevice));
+    CUDA(cudaMemcpyPeerAsync(b, 1, a, 0, small, s)); /* idle stream: native */
+    CUDA(cudaStreamSynchronize(s));
+    CHECK(mismatch(b, small, 31) < 0, "%s", "the small copy's data");
+    struct timespec pause = {0, 500 * 1000000L}; /* the grower faults a 1 MiB ring in within it */
+    nanosleep(&pause, NULL);
+    CUDA(launch_sleep(s, 20000));
+    CUDA(cudaMemcpyPeerAsync(b, 1, a, 0, large, s)); /* behind the kernel: rewritten, the lane made */
+    CUDA(cudaStreamSynchronize(s));
+    CHECK(mismatch(b, large, 31) < 0, "%s", "the large copy's data");
+    free(h);
+    cudaFree(a);
+    cudaFree(b);
+    cudaStreamDestroy(s);
+    return true;
+}
+
 /* Case A's stall of an independent copy: an independent staged copy on
  * stream B is not delayed by stream A's long kernel and staged copy. */
 static bool t_independent_stream(void)
@@ -1474,6 +1502,7 @@ static const struct test tests[] = {
     {"cross_device_after", t_cross_device_after, true},
     {"cross_device_ptsz", t_cross_device_ptsz, true},
     {"independent_stream", t_independent_stream, true},
+    {"peer_ring_ahead", t_peer_ring_ahead, false},
     {"deadlock", t_deadlock, true},
     {"h2d_behind_kernel", t_h2d_behind_kernel, true},
     {"capture", t_capture, true},

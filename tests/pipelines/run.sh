@@ -96,6 +96,11 @@ native native data threads order cross_device_before cross_device_after cross_de
 run native_nohold LD_LIBRARY_PATH="$fake" PIPE_NATIVE=1 FAKECUDA_STAGED_HOLD=0 "$prog" \
     cross_device_before cross_device_after cross_device_ptsz
 shimmed shim "$prog" all
+# a lane's ring faulted in ahead by the grower, then registered by the copy that makes the lane
+native peer_ring_ahead_native peer_ring_ahead
+shimmed peer_ring_ahead UNSTALL_LOG_LEVEL=debug UNSTALL_PEER_IDLE_NATIVE_BYTES=16m "$prog" peer_ring_ahead
+expect_log peer_ring_ahead "a lane's ring of [0-9]* bytes faulted in ahead" 1
+expect_log peer_ring_ahead "faulted in ahead, taken" 1
 # d2h_fresh_hugepages advised once, and said so once, where the kernel acts on the advice
 if grep -q '\[\(always\|madvise\)\]' /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null; then
     expect_log shim "advised huge pages for its destination" 1

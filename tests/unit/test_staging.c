@@ -10,6 +10,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <cmocka.h>
 
 #include "summary.h"
@@ -216,6 +217,38 @@ static void test_staging_ring_counts_toward_the_budget(void **state)
     assert_false(us_staging_ring_alloc(4 * SLOT, &ring, &ring_owner));
     fake_cuda_warm_pool(4, SLOT);
     assert_int_equal(us_staging_pinned_bytes(), 6 * SLOT); /* 2 slots fit beside the ring */
+}
+
+/* A ring faulted in ahead by the grower (us_staging_ring_ahead) is the one
+ * the next ring allocation registers, within the same budget; it is asked
+ * for once a process, and not at all where the budget could not register
+ * it. */
+static void test_staging_ring_ahead_is_the_next_ring(void **state)
+{
+    (void)state;
+    fake_cuda_config(SLOT, 4, 6 * SLOT);
+    us_staging_ring_ahead(0, 4 * SLOT);
+    us_grower_wait_idle();
+    assert_int_equal(us_staging_ring_ahead_waiting(), 4 * SLOT);
+    assert_int_equal(us_staging_pinned_bytes(), 0); /* faulted in, not pinned */
+    void *ring;
+    struct us_pinned_owner ring_owner;
+    assert_true(us_staging_ring_alloc(4 * SLOT, &ring, &ring_owner));
+    assert_int_equal(us_staging_ring_ahead_waiting(), 0);
+    assert_int_equal(us_staging_pinned_bytes(), 4 * SLOT);
+    memset(ring, 7, 4 * SLOT); /* the whole ring is there */
+    us_staging_ring_ahead(0, 4 * SLOT); /* asked before: nothing */
+    us_grower_wait_idle();
+    assert_int_equal(us_staging_ring_ahead_waiting(), 0);
+}
+
+static void test_staging_ring_ahead_within_the_budget(void **state)
+{
+    (void)state;
+    fake_cuda_config(SLOT, 4, 6 * SLOT);
+    us_staging_ring_ahead(0, 8 * SLOT); /* more than pinned_max: not faulted in */
+    us_grower_wait_idle();
+    assert_int_equal(us_staging_ring_ahead_waiting(), 0);
 }
 
 /* The pool's own pinned memory leaves the pages the runtime called pageable
@@ -739,6 +772,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_staging_partial_claim_reuses_the_inline_slot, setup, fake_cuda_teardown),
         cmocka_unit_test_setup_teardown(test_staging_small_growth_stays_inline, setup, fake_cuda_teardown),
         cmocka_unit_test_setup_teardown(test_staging_grower_tops_up_to_what_is_available, setup, fake_cuda_teardown),
+        cmocka_unit_test_setup_teardown(test_staging_ring_ahead_is_the_next_ring, setup, fake_cuda_teardown),
+        cmocka_unit_test_setup_teardown(test_staging_ring_ahead_within_the_budget, setup, fake_cuda_teardown),
         cmocka_unit_test_setup_teardown(test_staging_warm_pins_the_ladder_in_one_block, setup, fake_cuda_teardown),
         cmocka_unit_test_setup_teardown(test_staging_grower_respects_pinned_max, setup, fake_cuda_teardown),
         cmocka_unit_test_setup_teardown(test_staging_grower_failure_is_logged_once, setup, fake_cuda_teardown),
