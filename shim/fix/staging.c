@@ -229,6 +229,7 @@ static struct {
     size_t bytes;
 } ring_ahead = {.mu = PTHREAD_MUTEX_INITIALIZER};
 static atomic_bool ring_ahead_asked; /* asked once: ask no more */
+static atomic_bool first_ring_made;  /* a lane has its ring: one faulted in ahead now would wait for nothing */
 
 static void *take_ring_ahead(size_t bytes)
 {
@@ -258,8 +259,8 @@ static unsigned ring_ahead_missing(size_t bytes, unsigned count)
     pthread_mutex_lock(&ring_ahead.mu);
     bool have = ring_ahead.p != NULL;
     pthread_mutex_unlock(&ring_ahead.mu);
-    /* a ring the budget could not register is not worth its memory */
-    return !have && atomic_load(&pinned_bytes) + bytes <= us_config()->pinned_max;
+    /* a ring the budget could not register, or that no first lane will take, is not worth its memory */
+    return !have && !atomic_load(&first_ring_made) && atomic_load(&pinned_bytes) + bytes <= us_config()->pinned_max;
 }
 
 static bool ring_ahead_add(size_t bytes)
@@ -268,7 +269,7 @@ static bool ring_ahead_add(size_t bytes)
     if (p == NULL)
         return false;
     pthread_mutex_lock(&ring_ahead.mu);
-    bool kept = ring_ahead.p == NULL;
+    bool kept = ring_ahead.p == NULL && !atomic_load(&first_ring_made); /* the first lane may have come meanwhile */
     if (kept) {
         ring_ahead.p = p;
         ring_ahead.bytes = bytes;
@@ -295,6 +296,9 @@ bool us_staging_ring_alloc(size_t bytes, void **out, struct us_pinned_owner *own
 {
     /* a lane's ring is one registration: its copies are not split (pipeline_peer.c) */
     bool pieced;
+    pthread_mutex_lock(&ring_ahead.mu); /* with ring_ahead_add's test: never a ring kept after this */
+    atomic_store(&first_ring_made, true);
+    pthread_mutex_unlock(&ring_ahead.mu);
     return pinned_alloc(bytes, false, false, take_ring_ahead(bytes), out, owner, &pieced);
 }
 
@@ -785,4 +789,5 @@ void us_staging_reset(void)
     ring_ahead.p = NULL;
     pthread_mutex_unlock(&ring_ahead.mu);
     atomic_store(&ring_ahead_asked, false);
+    atomic_store(&first_ring_made, false);
 }

@@ -242,6 +242,20 @@ static void test_staging_ring_ahead_is_the_next_ring(void **state)
     assert_int_equal(us_staging_ring_ahead_waiting(), 0);
 }
 
+/* A lane that made its ring before the grower faulted one in ahead: none is
+ * kept waiting for a later lane. */
+static void test_staging_ring_ahead_not_after_the_first_ring(void **state)
+{
+    (void)state;
+    fake_cuda_config(SLOT, 4, 16 * SLOT);
+    void *ring;
+    struct us_pinned_owner ring_owner;
+    assert_true(us_staging_ring_alloc(4 * SLOT, &ring, &ring_owner));
+    us_staging_ring_ahead(0, 4 * SLOT);
+    us_grower_wait_idle();
+    assert_int_equal(us_staging_ring_ahead_waiting(), 0);
+}
+
 static void test_staging_ring_ahead_within_the_budget(void **state)
 {
     (void)state;
@@ -774,6 +788,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_staging_grower_tops_up_to_what_is_available, setup, fake_cuda_teardown),
         cmocka_unit_test_setup_teardown(test_staging_ring_ahead_is_the_next_ring, setup, fake_cuda_teardown),
         cmocka_unit_test_setup_teardown(test_staging_ring_ahead_within_the_budget, setup, fake_cuda_teardown),
+        cmocka_unit_test_setup_teardown(test_staging_ring_ahead_not_after_the_first_ring, setup, fake_cuda_teardown),
         cmocka_unit_test_setup_teardown(test_staging_warm_pins_the_ladder_in_one_block, setup, fake_cuda_teardown),
         cmocka_unit_test_setup_teardown(test_staging_grower_respects_pinned_max, setup, fake_cuda_teardown),
         cmocka_unit_test_setup_teardown(test_staging_grower_failure_is_logged_once, setup, fake_cuda_teardown),
