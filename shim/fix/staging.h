@@ -125,9 +125,9 @@ bool us_staging_ring_alloc(size_t bytes, void **out, struct us_pinned_owner *own
 
 /* Asks the grower, once a process, to fault in a ring of `bytes` ahead
  * (mapped, not registered: no driver call), so that the copy that makes the
- * next lane only registers it (us_staging_ring_alloc takes it). Nothing
- * when the budget could not register it. Costs the requesting copy an
- * atomic load after the first ask. */
+ * first lane only registers it (us_staging_ring_alloc takes it). Nothing
+ * when the budget could not register it, or once a ring was allocated.
+ * Costs the requesting copy an atomic load after the first ask. */
 void us_staging_ring_ahead(int device, size_t bytes);
 
 /* The bytes of a ring faulted in ahead that no lane has taken yet; 0: none. */
