@@ -231,11 +231,15 @@ static struct {
 static atomic_bool ring_ahead_asked; /* asked once: ask no more */
 static atomic_bool first_ring_made;  /* a lane has its ring: one faulted in ahead now would wait for nothing */
 
+/* For the ring being allocated: the one faulted in ahead, if it waits (and
+ * none is kept after this: ring_ahead_add tests first_ring_made under the
+ * same lock). */
 static void *take_ring_ahead(size_t bytes)
 {
     if (atomic_load(&us_lifecycle_in_forked_child))
-        return NULL;
+        return NULL; /* its mapping is not in the child, and a parent's thread may have held the lock at fork */
     pthread_mutex_lock(&ring_ahead.mu);
+    atomic_store(&first_ring_made, true);
     void *p = NULL;
     if (ring_ahead.p != NULL && ring_ahead.bytes == bytes) {
         p = ring_ahead.p;
@@ -296,9 +300,6 @@ bool us_staging_ring_alloc(size_t bytes, void **out, struct us_pinned_owner *own
 {
     /* a lane's ring is one registration: its copies are not split (pipeline_peer.c) */
     bool pieced;
-    pthread_mutex_lock(&ring_ahead.mu); /* with ring_ahead_add's test: never a ring kept after this */
-    atomic_store(&first_ring_made, true);
-    pthread_mutex_unlock(&ring_ahead.mu);
     return pinned_alloc(bytes, false, false, take_ring_ahead(bytes), out, owner, &pieced);
 }
 
