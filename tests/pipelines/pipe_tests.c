@@ -673,6 +673,33 @@ static bool t_peer_ring_ahead(void)
     return true;
 }
 
+/* A stream's first same-device copy is not timed (busy_d2d_probe_ms): its
+ * timing event would be the new stream's first work, which costs a GPU's
+ * stream setup inside the call. Three copies of different sizes, 3 ms apart:
+ * the second is the stream's first timed copy, read at the third (run.sh
+ * checks the debug log: a timed copy of the second's size, none of the
+ * first's), and the data arrive. */
+static bool t_d2d_first_untimed(void)
+{
+    const size_t sizes[3] = {4096, 8192, 12288};
+    cudaStream_t s = stream_on(0, cudaStreamNonBlocking);
+    unsigned char *a = dev_alloc(0, sizes[2]), *b = dev_alloc(0, sizes[2]);
+    CHECK(a != NULL && b != NULL, "%s", "out of memory");
+    fill(a, sizes[2], 43);
+    struct timespec pause = {0, 3 * 1000000L};
+    for (int i = 0; i < 3; i++) {
+        if (i > 0)
+            nanosleep(&pause, NULL);
+        CUDA(cudaMemcpyAsync(b, a, sizes[i], cudaMemcpyDeviceToDevice, s));
+    }
+    CUDA(cudaStreamSynchronize(s));
+    CHECK(mismatch(b, sizes[2], 43) < 0, "%s", "the copies' data");
+    cudaFree(a);
+    cudaFree(b);
+    cudaStreamDestroy(s);
+    return true;
+}
+
 /* Case A's stall of an independent copy: an independent staged copy on
  * stream B is not delayed by stream A's long kernel and staged copy. */
 static bool t_independent_stream(void)
@@ -1503,6 +1530,7 @@ static const struct test tests[] = {
     {"cross_device_ptsz", t_cross_device_ptsz, true},
     {"independent_stream", t_independent_stream, true},
     {"peer_ring_ahead", t_peer_ring_ahead, false},
+    {"d2d_first_untimed", t_d2d_first_untimed, false},
     {"deadlock", t_deadlock, true},
     {"h2d_behind_kernel", t_h2d_behind_kernel, true},
     {"capture", t_capture, true},
