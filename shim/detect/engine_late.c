@@ -77,6 +77,8 @@ static void end_sync_reading(struct us_engine_slot *sl)
     sl->sync_late_ns = 0;
 }
 
+void us_engine_prepare(void) { pthread_once(&slots_once, slots_init); }
+
 uint64_t us_engine_lateness_ns(double elapsed_ms, size_t bytes)
 {
     double expected_ns = 50e3 + (double)bytes / 200.0; /* 200 GB/s = 200 bytes per ns */
