@@ -60,9 +60,11 @@ struct us_engine_call {
 void us_engine_begin(const struct us_copy *c, const struct us_config *cfg, const struct us_ctx *home,
                      struct us_engine_call *call);
 
-/* The slot table set up now (its 48 KiB first touched: 11 us on an H200
- * host when that was inside a process's first same-device copy). Called
- * inside the program's first device allocation; idempotent. */
+/* Inside the program's first device allocation: the slot table set up (its
+ * 48 KiB first touched: 11 us on an H200 host when that was inside a
+ * process's first same-device copy), and a pair of timing events made in
+ * the current context for its first timed copy (about 4 us there). Once a
+ * process; the pair goes with its context. */
 void us_engine_prepare(void);
 
 /* After a context is gone: its streams' slots are forgotten (their timing

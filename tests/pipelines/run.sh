@@ -101,11 +101,13 @@ native peer_ring_ahead_native peer_ring_ahead
 shimmed peer_ring_ahead UNSTALL_LOG_LEVEL=debug UNSTALL_PEER_IDLE_NATIVE_BYTES=16m "$prog" peer_ring_ahead
 expect_log peer_ring_ahead "a lane's ring of [0-9]* bytes faulted in ahead" 1
 expect_log peer_ring_ahead "faulted in ahead, taken" 1
-# a stream's first same-device copy untimed; its first timed copy the one after busy_d2d_probe_ms
+# a stream's first same-device copy untimed; its first timed copy the one after busy_d2d_probe_ms,
+# with the timing events made inside the first device allocation
 native d2d_first_untimed_native d2d_first_untimed
 shimmed d2d_first_untimed UNSTALL_LOG_LEVEL=debug "$prog" d2d_first_untimed
 expect_log d2d_first_untimed "a timed copy of 4096 bytes" 0
 expect_log d2d_first_untimed "a timed copy of 8192 bytes" 1
+expect_log d2d_first_untimed "takes the timing events made at the first device allocation" 1
 # d2h_fresh_hugepages advised once, and said so once, where the kernel acts on the advice
 if grep -q '\[\(always\|madvise\)\]' /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null; then
     expect_log shim "advised huge pages for its destination" 1
