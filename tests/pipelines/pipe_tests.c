@@ -675,10 +675,12 @@ static bool t_peer_ring_ahead(void)
 
 /* A stream's first same-device copy is not timed (busy_d2d_probe_ms): its
  * timing event would be the new stream's first work, which costs a GPU's
- * stream setup inside the call. Three copies of different sizes, 3 ms apart:
- * the second is the stream's first timed copy, read at the third (run.sh
- * checks the debug log: a timed copy of the second's size, none of the
- * first's), and the data arrive. */
+ * stream setup inside the call. Three copies of different sizes, each
+ * synchronized, 3 ms apart: the second is the stream's first timed copy,
+ * read at the third (run.sh checks the debug log: a timed copy of the
+ * second's size, none of the first's), and the data arrive. The
+ * synchronization makes the pair done when the next copy reads it, however
+ * slowly the simulated runtime runs (a sanitizer, a loaded machine). */
 static bool t_d2d_first_untimed(void)
 {
     const size_t sizes[3] = {4096, 8192, 12288};
@@ -691,8 +693,8 @@ static bool t_d2d_first_untimed(void)
         if (i > 0)
             nanosleep(&pause, NULL);
         CUDA(cudaMemcpyAsync(b, a, sizes[i], cudaMemcpyDeviceToDevice, s));
+        CUDA(cudaStreamSynchronize(s));
     }
-    CUDA(cudaStreamSynchronize(s));
     CHECK(mismatch(b, sizes[2], 43) < 0, "%s", "the copies' data");
     cudaFree(a);
     cudaFree(b);
