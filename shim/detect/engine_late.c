@@ -229,7 +229,7 @@ void us_engine_prepare(void)
 }
 
 /* A pending probe is read no sooner than this after it was issued: reading
- * it costs a capture-mode exchange and an event query, and on an idle H200
+ * it costs a capture-mode exchange and an event read, and on an idle H200
  * doing that on every copy of a burst of 8 x 1 MiB D2D made each copy about
  * 2.4 us slower (burst 0.054 ms against 0.035 native). An on-time 1 MiB copy
  * takes about 40 us and a late one busy_d2d_late_us or more, so nothing is
@@ -240,19 +240,22 @@ void us_engine_prepare(void)
 static void read_probe(struct us_engine_slot *sl, const struct us_config *cfg, struct us_engine_call *call)
 {
     const struct us_real_api *real = us_real();
-    if (real->cudaEventQuery == NULL || real->cudaEventElapsedTime == NULL) {
+    if (real->cudaEventElapsedTime == NULL) {
         sl->pending = false;
         return;
     }
-    cudaError_t q = real->cudaEventQuery(sl->end);
+    /* one call, no query first: the pair not done yet answers
+     * cudaErrorNotReady, which leaves the thread's last error as it was
+     * (conformance event_elapsed_not_ready); a query first cost 1.5 us more */
+    float ms = 0;
+    cudaError_t q = real->cudaEventElapsedTime(&ms, sl->start, sl->end);
     if (q == cudaErrorNotReady)
         return;
     sl->pending = false;
     bool sync_reading = sl->wants_sync_reading;
     uint64_t sync_late = sl->sync_late_ns;
     end_sync_reading(sl);
-    float ms = 0;
-    if (q != cudaSuccess || real->cudaEventElapsedTime(&ms, sl->start, sl->end) != cudaSuccess)
+    if (q != cudaSuccess)
         return; /* lost (a reset, a destroyed context): the next probe tells */
     uint64_t late = us_engine_lateness_ns(ms, sl->pending_bytes);
     if (sync_reading && sync_late > late)
@@ -269,17 +272,17 @@ static void read_probe(struct us_engine_slot *sl, const struct us_config *cfg, s
 }
 
 /* Whether a timed copy may go on this stream now: not capturing, on the
- * current device (an event records only on a stream of its own device). */
-static bool probe_allowed(const struct us_copy *c, cudaStream_t s)
+ * device of the current context `home`, whose events the slot records (an
+ * event records only on a stream of its own device; the context's device
+ * asks the runtime nothing, where cudaGetDevice cost a timed copy 1 us). */
+static bool probe_allowed(const struct us_copy *c, cudaStream_t s, const struct us_ctx *home)
 {
     const struct us_real_api *real = us_real();
     enum cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
-    int device = -1;
     if (real->cudaStreamIsCapturing == NULL || real->cudaStreamIsCapturing(s, &st) != cudaSuccess ||
         st != cudaStreamCaptureStatusNone)
         return false;
-    return real->cudaGetDevice != NULL && real->cudaGetDevice(&device) == cudaSuccess &&
-           device == c->src_mem.device;
+    return home->device == c->src_mem.device;
 }
 
 void us_engine_begin(const struct us_copy *c, const struct us_config *cfg, const struct us_ctx *home,
@@ -312,7 +315,7 @@ void us_engine_begin(const struct us_copy *c, const struct us_config *cfg, const
      * seldom (busy_d2d_recheck_ms) */
     if (due && sl->late && cfg->fix && cfg->fix_busy_d2d)
         due = now - sl->last_probe_ns >= (uint64_t)cfg->busy_d2d_recheck_ms * 1000000u;
-    if (!sl->pending && due && probe_allowed(c, call->stream)) {
+    if (!sl->pending && due && probe_allowed(c, call->stream, home)) {
         if (sl->start == NULL && sl->end == NULL)
             take_ready_pair(home->id, &sl->start, &sl->end);
         if (sl->start == NULL && real->cudaEventCreateWithFlags(&sl->start, cudaEventDefault) != cudaSuccess)
