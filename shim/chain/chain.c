@@ -183,8 +183,7 @@ bool us_copy_warm(const void *device_bytes, size_t size)
         (void)us_real_driver();
     }
     us_staging_warm(device_bytes, size);
-    if (cfg->busy_d2d_probe_ms > 0 || cfg->fix_busy_d2d)
-        us_engine_prepare(); /* the timed copies' table and a timing pair, made before the first copy */
+    us_engine_prepare(cfg); /* the timed copies' table and a timing pair, made before the first copy */
     /* this thread's first-use costs: its reader slot in the pointer table,
      * and with findings, its first walk (the unwinder's per-thread cache),
      * its id, the runtime's first host-pointer queries */

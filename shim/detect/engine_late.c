@@ -168,7 +168,7 @@ static struct {
 static void take_ready_pair(uint64_t ctx_id, cudaEvent_t *start, cudaEvent_t *end)
 {
     pthread_mutex_lock(&ready_pair.lock);
-    bool taken = ready_pair.ctx_id != 0 && ready_pair.ctx_id == ctx_id;
+    bool taken = ready_pair.ctx_id == ctx_id; /* a context's id is never 0 */
     if (taken) {
         *start = ready_pair.start;
         *end = ready_pair.end;
@@ -189,17 +189,23 @@ static void forget_ready_pair(uint64_t ctx_id)
     pthread_mutex_unlock(&ready_pair.lock);
 }
 
-void us_engine_prepare(void)
+/* Whether the timed copies and their remedy are both off: nothing to time,
+ * nothing to prepare. */
+static bool engine_off(const struct us_config *cfg)
 {
+    return cfg->busy_d2d_probe_ms == 0 && !cfg->fix_busy_d2d;
+}
+
+static atomic_bool prepared; /* us_engine_prepare ran (us_engine_reset clears it) */
+
+void us_engine_prepare(const struct us_config *cfg)
+{
+    if (engine_off(cfg) || atomic_exchange(&prepared, true))
+        return;
     pthread_once(&slots_once, slots_init);
     const struct us_real_api *real = us_real();
     const struct us_ctx *home = us_context_this();
     if (home == NULL || real->cudaEventCreateWithFlags == NULL || real->cudaEventDestroy == NULL)
-        return;
-    pthread_mutex_lock(&ready_pair.lock);
-    bool made = ready_pair.ctx_id != 0;
-    pthread_mutex_unlock(&ready_pair.lock);
-    if (made)
         return;
     enum cudaStreamCaptureMode saved;
     bool relaxed = relax(real, &saved);
@@ -213,19 +219,10 @@ void us_engine_prepare(void)
     if (!ok)
         return;
     pthread_mutex_lock(&ready_pair.lock);
-    if (ready_pair.ctx_id == 0) {
-        ready_pair.ctx_id = home->id;
-        ready_pair.start = start;
-        ready_pair.end = end;
-        start = end = NULL;
-    }
+    ready_pair.ctx_id = home->id;
+    ready_pair.start = start;
+    ready_pair.end = end;
     pthread_mutex_unlock(&ready_pair.lock);
-    if (start != NULL) { /* another thread made one first */
-        relaxed = relax(real, &saved);
-        real->cudaEventDestroy(start);
-        real->cudaEventDestroy(end);
-        unrelax(real, relaxed, &saved);
-    }
 }
 
 /* A pending probe is read no sooner than this after it was issued: reading
@@ -289,7 +286,7 @@ void us_engine_begin(const struct us_copy *c, const struct us_config *cfg, const
                      struct us_engine_call *call)
 {
     *call = (struct us_engine_call){0};
-    if (cfg->busy_d2d_probe_ms == 0 && !cfg->fix_busy_d2d)
+    if (engine_off(cfg))
         return;
     if (home == NULL)
         return; /* no context to key the timing events by */
@@ -405,6 +402,7 @@ void us_engine_forget_context(const struct us_ctx *gone)
 void us_engine_reset(void)
 {
     forget_ready_pair(0);
+    atomic_store(&prepared, false);
     pthread_once(&slots_once, slots_init);
     for (int i = 0; i < SLOTS; i++) {
         pthread_mutex_lock(&slots[i].lock);

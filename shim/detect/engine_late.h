@@ -64,8 +64,9 @@ void us_engine_begin(const struct us_copy *c, const struct us_config *cfg, const
  * 48 KiB first touched: 11 us on an H200 host when that was inside a
  * process's first same-device copy), and a pair of timing events made in
  * the current context for its first timed copy (about 4 us there). Once a
- * process; the pair goes with its context. */
-void us_engine_prepare(void);
+ * process, nothing when timed copies and their remedy are off (cfg); the
+ * pair goes with its context. */
+void us_engine_prepare(const struct us_config *cfg);
 
 /* After a context is gone: its streams' slots are forgotten (their timing
  * events went with it; never called again). */
