@@ -183,6 +183,10 @@ class Tester:
         if control.digests.get("train_weights") != native.digests.get("train_weights"):
             extra.append("two native runs differ: the loop is not deterministic here, so the comparison is void")
         self.compare("train", native, shimmed, extra)
+        # the second native run's speed too: the summary shows how far two
+        # native processes differ, which one run each cannot tell from unstall's effect
+        for k, v in control.figures.items():
+            self.figures[(k, "native2")] = v
 
     def case_cnn(self):
         native = self.run("cnn", "native", ["--pin", "0"])
@@ -423,6 +427,10 @@ class Tester:
             print(f"{title:<46} {self.fig(name, 'native', fmt):>10} {self.fig(name, 'unstall', fmt):>10} "
                   f"{self.fig(name, 'pinned', fmt):>11} {self.fig(name, 'unstall+pin', fmt):>12}")
         print("(unstall+pin: under unstall with --pin-dataloader, the program unchanged: pin_memory=False)")
+        again = self.figures.get(("train_steps_per_s", "native2"))
+        if again is not None:
+            print(f"training loop (train), a second native process: {again:.1f} steps/s (each figure above is one "
+                  f"process: read unstall's against the spread between the two native ones)")
         un, pin = self.figures.get(("cnn_steps_per_s", "unstall")), self.figures.get(("cnn_steps_per_s", "pinned"))
         pin_dl = self.figures.get(("cnn_steps_per_s", "unstall+pin"))
         if un and pin:
