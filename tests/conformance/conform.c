@@ -33,7 +33,7 @@ static void watchdog(int sig)
     _exit(2);
 }
 
-void cf_begin(int argc, char **argv)
+void cf_name(int argc, char **argv)
 {
     const char *name = strrchr(argv[0], '/');
     name = name != NULL ? name + 1 : argv[0];
@@ -43,6 +43,11 @@ void cf_begin(int argc, char **argv)
     nargs = argc - 1;
     args = argv + 1;
     setvbuf(stdout, NULL, _IOLBF, 0);
+}
+
+void cf_begin(int argc, char **argv)
+{
+    cf_name(argc, argv);
     signal(SIGALRM, watchdog);
     alarm(60);
     CF_CK(cudaSetDevice(0));

@@ -69,6 +69,9 @@ void cf_ck(cudaError_t err, const char *what, const char *file, int line);
 /* Names the rule (program name from argv[0], arguments joined with '.'),
  * makes device 0 current and arms a watchdog (60 s: "CONFORM <rule> HANG"). */
 void cf_begin(int argc, char **argv);
+/* Only names the rule (and takes the arguments): no CUDA call, for a parent
+ * that forks before it uses CUDA (host_memory_fault). */
+void cf_name(int argc, char **argv);
 /* Whether argument `name` was given. */
 bool cf_arg(const char *name);
 /* Prints "CONFORM <rule> SKIP" and exits 0 when fewer devices exist. */
