@@ -5,7 +5,7 @@
  * cudaMemcpyAsync, and under the shim, whose pipelines copy host memory on
  * their own threads: the same signal, not an error, not a hang
  * (docs/measurements/2026-11-29-h200-checks.md). The simulated runtime
- * copies host memory in the calling thread, as the driver does.
+ * copies host memory in the calling thread, which faults the same way.
  * Arguments: d2h (into read-only memory) or h2d (from PROT_NONE memory);
  * large (64 MiB: the shim's pipelines; else 64 KiB); async
  * (cudaMemcpyAsync on a non-blocking stream + synchronize; else cudaMemcpy);
