@@ -772,6 +772,35 @@ static void test_ptrtable_clear_after_fork(void **state)
     expect_hit(stable, stable, 16 * GRAN, US_MEM_PINNED, -1); /* the parent's table is intact */
 }
 
+/* A thread keeps its last ranges found until the table changes: the same
+ * range found again after its removal, its replacement or a forked child's
+ * clear would be a lie. */
+static void test_ptrtable_recent_follow_changes(void **state)
+{
+    (void)state;
+    uintptr_t a = REGION + 9 * TiB, b = a + 64 * GRAN;
+    us_ptrtable_insert(a, 4 * GRAN, US_MEM_PINNED, -1);
+    us_ptrtable_insert(b, GRAN, US_MEM_DEVICE, 0);
+    expect_hit(a + 1, a, 4 * GRAN, US_MEM_PINNED, -1);
+    expect_hit(b, b, GRAN, US_MEM_DEVICE, 0);
+    us_ptrtable_insert(a, 4 * GRAN, US_MEM_DEVICE, 1); /* the same base again: replaced */
+    expect_hit(a + 1, a, 4 * GRAN, US_MEM_DEVICE, 1);
+    assert_true(us_ptrtable_remove(b, NULL));
+    expect_miss(b);
+    expect_hit(a, a, 4 * GRAN, US_MEM_DEVICE, 1);
+    pid_t pid = fork(); /* this thread found a a moment ago */
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        alarm(5);
+        us_ptrtable_clear();
+        _exit(us_ptrtable_lookup(a, NULL) ? 1 : 0);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    expect_hit(a, a, 4 * GRAN, US_MEM_DEVICE, 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -792,6 +821,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_ptrtable_concurrent, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ptrtable_more_threads_than_slots, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ptrtable_clear_after_fork, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_ptrtable_recent_follow_changes, setup, teardown),
     };
     /* PTRTABLE_TEST=pattern runs the matching tests only (cmocka's filter) */
     const char *filter = getenv("PTRTABLE_TEST");
