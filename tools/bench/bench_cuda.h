@@ -1,6 +1,7 @@
 /* bench_cuda.h - what the standalone CUDA benchmark programs of tools/bench
- * share (smallcopy.c, firstcall.c, apicost.c; each compiled alone by its
- * script): CHECK, which ends the program on a failed runtime call with the
+ * share (smallcopy.c, firstcall.c, apicost.c, launch_beside.cu,
+ * streamfirst.c, timedcopy.c; each compiled alone, by its script or by the
+ * build line in its head): CHECK, which ends the program on a failed runtime call with the
  * call and its line, and the monotonic clock. Define BENCH_NAME (the
  * program's name, for the message) before including. */
 #ifndef UNSTALL_BENCH_CUDA_H

@@ -14,12 +14,13 @@
  *   gcc -O2 -I/usr/local/cuda/include tools/bench/streamfirst.c -o streamfirst \
  *       -L/usr/local/cuda/lib64 -lcudart -Wl,-rpath,/usr/local/cuda/lib64
  */
+#define BENCH_NAME "streamfirst"
+#include "bench_cuda.h"
+
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
-static double now_us(void){struct timespec t;clock_gettime(CLOCK_MONOTONIC,&t);return t.tv_sec*1e6+t.tv_nsec/1e3;}
-#define T(label, call) do { double t0 = now_us(); cudaError_t e = call; double t1 = now_us(); printf("%-28s %8.2f us%s\n", label, t1 - t0, e ? " ERR" : ""); } while (0)
+#define T(label, call) do { double t0 = bench_now_us(); cudaError_t e = call; double t1 = bench_now_us(); printf("%-28s %8.2f us%s\n", label, t1 - t0, e ? " ERR" : ""); } while (0)
 int main(int argc, char **argv)
 {
     int order = argc > 1 ? atoi(argv[1]) : 0;

@@ -17,6 +17,9 @@
  *   gcc -O2 -I/usr/local/cuda/include tools/bench/timedcopy.c -o timedcopy \
  *       -L/usr/local/cuda/lib64 -lcudart -lcuda -Wl,-rpath,/usr/local/cuda/lib64
  */
+#define BENCH_NAME "timedcopy"
+#include "bench_cuda.h"
+
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <stdio.h>
@@ -34,13 +37,6 @@ static const char *const row_name[ROWS] = {
     "cudaEventRecord end", "elapsed (done)", "cuEventRecord start", "copy after cuRec", "cuEventRecord end",
 };
 static double t[ROWS][CALLS];
-
-static double now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
-}
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -72,46 +68,46 @@ int main(int argc, char **argv)
     for (int i = 0; i < CALLS; i++) {
         double t0, t1;
         pause_us(gap);
-        t0 = now_us();
+        t0 = bench_now_us();
         cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s);
-        t[PLAIN_COPY][i] = now_us() - t0;
+        t[PLAIN_COPY][i] = bench_now_us() - t0;
         cudaStreamSynchronize(s);
 
         pause_us(gap);
         enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
-        t0 = now_us();
+        t0 = bench_now_us();
         cudaThreadExchangeStreamCaptureMode(&mode);
         cudaThreadExchangeStreamCaptureMode(&mode);
-        t[EXCHANGE_TWICE][i] = now_us() - t0;
+        t[EXCHANGE_TWICE][i] = bench_now_us() - t0;
         enum cudaStreamCaptureStatus status;
-        t0 = now_us();
+        t0 = bench_now_us();
         cudaStreamIsCapturing(s, &status);
-        t[IS_CAPTURING][i] = now_us() - t0;
-        t0 = now_us();
+        t[IS_CAPTURING][i] = bench_now_us() - t0;
+        t0 = bench_now_us();
         cudaEventRecord(start, s);
-        t1 = now_us();
+        t1 = bench_now_us();
         t[RECORD_START][i] = t1 - t0;
         cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s);
-        t0 = now_us();
+        t0 = bench_now_us();
         t[COPY_AFTER_RECORD][i] = t0 - t1;
         cudaEventRecord(end, s);
-        t[RECORD_END][i] = now_us() - t0;
+        t[RECORD_END][i] = bench_now_us() - t0;
         cudaStreamSynchronize(s);
         float ms;
-        t0 = now_us();
+        t0 = bench_now_us();
         cudaEventElapsedTime(&ms, start, end);
-        t[ELAPSED_DONE][i] = now_us() - t0;
+        t[ELAPSED_DONE][i] = bench_now_us() - t0;
 
         pause_us(gap);
-        t0 = now_us();
+        t0 = bench_now_us();
         cuEventRecord((CUevent)start, (CUstream)s);
-        t1 = now_us();
+        t1 = bench_now_us();
         t[CU_RECORD_START][i] = t1 - t0;
         cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s);
-        t0 = now_us();
+        t0 = bench_now_us();
         t[COPY_AFTER_CU_RECORD][i] = t0 - t1;
         cuEventRecord((CUevent)end, (CUstream)s);
-        t[CU_RECORD_END][i] = now_us() - t0;
+        t[CU_RECORD_END][i] = bench_now_us() - t0;
         cudaStreamSynchronize(s);
     }
     printf("== gap %ld us, %zu bytes, %d calls a row\n", gap, bytes, CALLS);
