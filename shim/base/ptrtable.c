@@ -170,24 +170,26 @@ static _Atomic uintptr_t pt_coarse_lo = UINTPTR_MAX;
 static _Atomic uintptr_t pt_coarse_hi = 0;
 static pid_t pt_owner_pid;
 
-/* Each thread's last two ranges found, tagged with the table's generation,
- * which every change of a shard moves on (after the change, before its
- * lock is let go): a copy's two pointers are mostly the same two ranges
- * call after call, and a hit then costs a load of the generation, not a
- * reader slot's seq_cst store (tools/bench/passthrough.sh on the 2-vCPU
- * development VM: a no-op copy, two lookups, added 64-123 ns with
+/* Each thread's last PT_RECENT ranges found, tagged with the table's
+ * generation, which every change of a shard moves on (after the change,
+ * before its lock is let go): a copy's two pointers are mostly the same two
+ * ranges call after call, and a hit then costs a load of the generation,
+ * not a reader slot's seq_cst store (tools/bench/passthrough.sh on the
+ * 2-vCPU development VM: a no-op copy, two lookups, added 64-123 ns with
  * level_lookup a quarter of it in perf, 48-76 ns with the recent ranges;
- * medians of 12 alternating runs 128 against 87 ns, native 20). A hit tagged with the generation the lookup read
- * first is what a lookup at that instant found; only a change under way at
- * that instant, of that very range, is seen a moment late, as a lookup
- * racing it may see it in some granules and not others. Misses are not
- * kept. The generation starts at 1: a thread's zeroed entries never match. */
+ * medians of 12 alternating runs 128 against 87 ns, native 20). A hit
+ * tagged with the generation the lookup read first is what a lookup at
+ * that instant found; only a change under way at that instant, of that
+ * very range, is seen a moment late, as a lookup racing it may see it in
+ * some granules and not others. Misses are not kept. The generation starts
+ * at 1: a thread's zeroed entries never match. */
+#define PT_RECENT 2
 static _Atomic uint64_t pt_generation = 1;
 struct pt_recent {
     uint64_t generation;
     struct us_range range;
 };
-static _Thread_local struct pt_recent pt_recent[2] __attribute__((tls_model("initial-exec")));
+static _Thread_local struct pt_recent pt_recent[PT_RECENT] __attribute__((tls_model("initial-exec")));
 static _Thread_local unsigned pt_recent_next __attribute__((tls_model("initial-exec")));
 
 __attribute__((constructor)) static void ptrtable_record_owner(void)
@@ -718,7 +720,7 @@ bool us_ptrtable_remove(uintptr_t base, struct us_range *removed)
 US_HOT bool us_ptrtable_lookup(uintptr_t addr, struct us_range *out)
 {
     uint64_t generation = atomic_load_explicit(&pt_generation, memory_order_acquire);
-    for (unsigned i = 0; i < 2; i++) {
+    for (unsigned i = 0; i < PT_RECENT; i++) {
         const struct pt_recent *recent = &pt_recent[i];
         if (recent->generation == generation && addr - recent->range.base < recent->range.size) {
             if (out != NULL)
@@ -732,7 +734,7 @@ US_HOT bool us_ptrtable_lookup(uintptr_t addr, struct us_range *out)
             || addr > atomic_load_explicit(&pt_coarse_hi, memory_order_relaxed)
             || !level_lookup(&pt_levels[PT_COARSE], addr, &found)))
         return false;
-    pt_recent[pt_recent_next++ & 1] = (struct pt_recent){ .generation = generation, .range = found };
+    pt_recent[pt_recent_next++ % PT_RECENT] = (struct pt_recent){ .generation = generation, .range = found };
     if (out != NULL)
         *out = found;
     return true;
